@@ -20,7 +20,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
 # %% auto #0
 __all__ = ['Dtype', 'Attention', 'TokenDtype', 'TOKEN_DTYPE_MAX', 'LAYERS', 'Schema', 'HardwareConfig', 'ModelConfig',
            'TrainConfig', 'DataConfig', 'RunConfig', 'ConfigError', 'apply_overrides', 'micro_batch', 'grad_accum',
-           'validate', 'load_config', 'config_hash', 'config_yaml', 'save_config']
+           'validate', 'load_config', 'load_layer', 'config_hash', 'config_yaml', 'save_config']
 
 # %% ../../nbs/00_config.ipynb #cac23f64
 Dtype = Literal["float32", "float16", "bfloat16"]
@@ -219,9 +219,9 @@ def _resolve(path: Path, stack: tuple = ()) -> tuple[dict, dict]:
     return data, prov
 
 # %% ../../nbs/00_config.ipynb #64c30fea
-def _field_at(keys: list[str]):
-    "The pydantic FieldInfo at a dotted path of RunConfig, or None if the path is not a field."
-    model, info = RunConfig, None
+def _field_at(keys: list[str], root: type[BaseModel] | None = None):
+    "The pydantic FieldInfo at a dotted path of `root` (RunConfig), or None if the path is not a field."
+    model, info = root or RunConfig, None
     for k in keys:
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or k not in model.model_fields: return None
         info = model.model_fields[k]
@@ -267,12 +267,12 @@ def _source(prov: dict, key: str, fallback: str) -> str:
         if under: return under[-1] if len(set(under)) == 1 else max(set(under), key=under.count)
     return fallback
 
-def _describe(err: dict) -> str:
+def _describe(err: dict, root: type[BaseModel]) -> str:
     "One pydantic error as a short problem statement."
     loc = [str(x) for x in err["loc"]]
     if err["type"] == "extra_forbidden":
-        parent = _field_at(loc[:-1]) if len(loc) > 1 else None
-        model = parent.annotation if parent is not None else RunConfig
+        parent = _field_at(loc[:-1], root) if len(loc) > 1 else None
+        model = parent.annotation if parent is not None else root
         fields = list(getattr(model, "model_fields", {}))
         return f"unknown key{_closest(loc[-1], fields)}"
     if err["type"] == "missing": return "missing required key"
@@ -301,14 +301,19 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
         out.append(("train.warmup_steps", f"warmup ({cfg.train.warmup_steps}) plus decay ({cfg.train.decay_frac} x {cfg.train.max_steps}) exceeds max_steps"))
     return out
 
-def validate(data: dict, prov: dict, fallback: str = "config") -> RunConfig:
-    "Validate merged data into a RunConfig, or raise a one-line ConfigError naming file and key."
-    try: cfg = RunConfig.model_validate(data)
+def _validated(cls: type[BaseModel], data: dict, prov: dict, fallback: str, prefix: str = ""):
+    "cls.model_validate(data), with the first error as a one-line ConfigError naming file and key."
+    try: return cls.model_validate(data)
     except ValidationError as e:
         errs = sorted(e.errors(), key=lambda x: x["type"] != "extra_forbidden")  # a typo explains the 'missing' it causes
-        key = ".".join(str(x) for x in errs[0]["loc"]) or "(top level)"
+        loc = ".".join(str(x) for x in errs[0]["loc"])
+        key = prefix + loc if loc else (prefix.rstrip(".") or "(top level)")
         more = f" (and {len(errs) - 1} more error{'s' * (len(errs) > 2)})" if len(errs) > 1 else ""
-        raise ConfigError(f"{_source(prov, key, fallback)}: {key}: {_describe(errs[0])}{more}") from None
+        raise ConfigError(f"{_source(prov, loc or key, fallback)}: {key}: {_describe(errs[0], cls)}{more}") from None
+
+def validate(data: dict, prov: dict, fallback: str = "config") -> RunConfig:
+    "Validate merged data into a RunConfig, or raise a one-line ConfigError naming file and key."
+    cfg = _validated(RunConfig, data, prov, fallback)
     for key, problem in _cross_checks(cfg): raise ConfigError(f"{_source(prov, key, fallback)}: {key}: {problem}")
     return cfg
 
@@ -320,6 +325,13 @@ def load_config(path, overrides: list[str] | tuple = ()) -> RunConfig:
     data, prov = _resolve(path)
     apply_overrides(data, prov, list(overrides), path)
     return validate(data, prov, _rel(path))
+
+def load_layer(path, layer: str) -> BaseModel:
+    "Load one layer file (e.g. `configs/model/tiny-50m.yaml` as 'model'), validated by that layer's schema."
+    path = Path(path)
+    if not path.is_file(): raise ConfigError(f"{path}: config not found")
+    data, prov = _resolve(path)
+    return _validated(RunConfig.model_fields[layer].annotation, data, prov, _rel(path), f"{layer}.")
 
 def config_hash(cfg: RunConfig) -> str:
     "Stable short hash of a resolved config: same values, same hash, whatever the files looked like."
