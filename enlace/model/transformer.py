@@ -20,17 +20,17 @@ __all__ = ['rope_tables', 'apply_rope', 'Attention', 'MLP', 'Block', 'Transforme
            'param_count', 'flops_per_token']
 
 # %% ../../nbs/03_model.ipynb #da5a8a52
-def rope_tables(head_dim: int, max_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    "cos and sin tables, shape (max_len, head_dim // 2)."
+def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
+    "Unit complex rotations e^(i·pos·freq), shape (max_len, head_dim // 2), complex64."
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)
-    return angles.cos().float(), angles.sin().float()
+    return torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    "Rotate x (B, T, H, D) by the tables for its T positions (cos/sin: (T, D/2))."
-    x1, x2 = x.chunk(2, dim=-1)
-    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    "Rotate the consecutive pairs of x (B, T, H, D) by the rotations of its T positions (freqs: (T, D/2))."
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc = torch.view_as_complex(x.to(work).unflatten(-1, (-1, 2)))
+    return torch.view_as_real(xc * freqs[:, None, :].to(xc.dtype)).flatten(-2).to(x.dtype)
 
 # %% ../../nbs/03_model.ipynb #b976005e
 class Attention(nn.Module):
@@ -42,11 +42,11 @@ class Attention(nn.Module):
         self.q_norm = nn.RMSNorm(self.hd, eps=c.norm_eps) if c.qk_norm else nn.Identity()
         self.k_norm = nn.RMSNorm(self.hd, eps=c.norm_eps) if c.qk_norm else nn.Identity()
 
-    def forward(self, x, cos, sin, cache=None, layer=0):
+    def forward(self, x, freqs, cache=None, layer=0):
         B, T, _ = x.shape
         q, k, v = self.wqkv(x).split([self.n_heads * self.hd, self.n_kv * self.hd, self.n_kv * self.hd], dim=-1)
-        q = apply_rope(self.q_norm(q.view(B, T, self.n_heads, self.hd)), cos, sin).transpose(1, 2)
-        k = apply_rope(self.k_norm(k.view(B, T, self.n_kv, self.hd)), cos, sin).transpose(1, 2)
+        q = apply_rope(self.q_norm(q.view(B, T, self.n_heads, self.hd)), freqs).transpose(1, 2)
+        k = apply_rope(self.k_norm(k.view(B, T, self.n_kv, self.hd)), freqs).transpose(1, 2)
         v = v.view(B, T, self.n_kv, self.hd).transpose(1, 2)
         past = 0 if cache is None else cache.pos
         if cache is not None: k, v = cache.update(layer, k, v)
@@ -74,8 +74,8 @@ class Block(nn.Module):
         self.attn_norm, self.attn = nn.RMSNorm(c.d_model, eps=c.norm_eps), Attention(c)
         self.mlp_norm, self.mlp = nn.RMSNorm(c.d_model, eps=c.norm_eps), MLP(c)
 
-    def forward(self, x, cos, sin, cache=None, layer=0):
-        x = x + self.attn(self.attn_norm(x), cos, sin, cache, layer)
+    def forward(self, x, freqs, cache=None, layer=0):
+        x = x + self.attn(self.attn_norm(x), freqs, cache, layer)
         return x + self.mlp(self.mlp_norm(x))
 
 class Transformer(nn.Module):
@@ -87,9 +87,7 @@ class Transformer(nn.Module):
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
         self.norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab_size, bias=False)
-        cos, sin = rope_tables(c.head_dim, c.max_seq_len, c.rope_theta)
-        self.register_buffer("cos", cos, persistent=False)
-        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("freqs", rope_tables(c.head_dim, c.max_seq_len, c.rope_theta), persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -103,9 +101,9 @@ class Transformer(nn.Module):
         T = idx.shape[1]
         past = 0 if cache is None else cache.pos
         if past + T > self.cfg.max_seq_len: raise ValueError(f"sequence of {past + T} tokens exceeds model.max_seq_len={self.cfg.max_seq_len}")
-        cos, sin = self.cos[past:past + T], self.sin[past:past + T]
+        freqs = self.freqs[past:past + T]
         x = self.embed(idx)
-        for i, block in enumerate(self.blocks): x = block(x, cos, sin, cache, i)
+        for i, block in enumerate(self.blocks): x = block(x, freqs, cache, i)
         if cache is not None: cache.pos += T
         x = self.norm(x)
         return x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)

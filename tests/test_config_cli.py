@@ -1,0 +1,52 @@
+"Entry points of Stage 0a, called as users call them: python -m enlace.config / enlace.model."
+import pytest
+import yaml
+
+from conftest import ROOT
+
+
+def test_config_prints_yaml_and_hash(cli):
+    r = cli("enlace.config", "configs/runs/smoke-cpu.yaml", "train.seed=99")
+    assert r.returncode == 0, r.stderr
+    body, last = r.stdout.rsplit("# config hash: ", 1)
+    cfg = yaml.safe_load(body)
+    assert cfg["train"]["seed"] == 99 and cfg["hardware"]["name"] == "cpu"
+    assert len(last.strip()) == 16
+
+
+def test_hash_is_stable_across_processes_and_changes_with_values(cli):
+    h = [cli("enlace.config", "configs/runs/smoke-cpu.yaml", env={"PYTHONHASHSEED": s}).stdout.rsplit(" ", 1)[-1] for s in "12"]
+    assert h[0] == h[1]
+    other = cli("enlace.config", "configs/runs/smoke-cpu.yaml", "train.seed=2").stdout.rsplit(" ", 1)[-1]
+    assert other != h[0]
+
+
+@pytest.mark.parametrize("args, culprit", [
+    (["configs/runs/smoke-cpu.yaml", "model.n_head=2"], "command line: model.n_head: unknown key (did you mean 'n_heads'?)"),
+    (["configs/runs/smoke-cpu.yaml", "model.d_model=100", "model.n_heads=3"], "model.n_heads: d_model=100 is not divisible by n_heads=3"),
+    (["configs/runs/smoke-cpu.yaml", "hardware=turing-2060", "hardware.dtype=bfloat16"], "hardware.dtype: bfloat16 is not allowed by hardware profile 'turing-2060'"),
+    (["configs/runs/smoke-cpu.yaml", "model.vocab_size=300"], "command line: model.vocab_size: 300 does not fit data.token_dtype=uint8"),
+    (["configs/runs/missing.yaml"], "configs/runs/missing.yaml: run config not found"),
+])
+def test_bad_config_is_one_line_and_exit_2(cli, args, culprit):
+    r = cli("enlace.config", *args)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and culprit in lines[0], r.stderr
+
+
+def test_model_cli_counts(cli):
+    r = cli("enlace.model", "configs/model/tiny-50m.yaml")
+    assert r.returncode == 0, r.stderr
+    total = int(r.stdout.split()[1].replace(",", ""))
+    assert 45e6 <= total <= 55e6
+    assert "FLOPs per token" in r.stdout
+    bad = cli("enlace.model", "configs/train/smoke.yaml")
+    assert bad.returncode == 2 and "model.seed: unknown key" in bad.stderr
+
+
+def test_every_shipped_run_config_resolves(cli):
+    for run in sorted((ROOT / "configs/runs").glob("*.yaml")):
+        r = cli("enlace.config", run.relative_to(ROOT))
+        assert r.returncode == 0, (run, r.stderr)
