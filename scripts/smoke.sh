@@ -10,7 +10,7 @@ from enlace.config.schema import load_config
 from enlace.model.transformer import Transformer, generate, lm_loss
 from enlace.train import backends
 cfg = load_config("configs/runs/smoke-cpu.yaml")
-device = backends.setup(cfg.hardware)
+device, _ = backends.setup(cfg.hardware)
 torch.manual_seed(cfg.train.seed)
 model = Transformer(cfg.model).to(device)
 idx = torch.randint(0, cfg.model.vocab_size, (2, cfg.train.seq_len + 1), device=device)

@@ -122,8 +122,8 @@ class TrainConfig(Schema):
 
 class DataConfig(Schema):
     "Where the tokens come from."
-    source: Literal["conjugations", "bytes", "shards"]
-    path: str | None = None  # text file (bytes) or shard directory (shards)
+    source: Literal["conjugations", "shards"]  # the embedded corpus (bytes), or a folder of token shards
+    path: str | None = None  # shard folder (relative to the repo root or absolute)
     token_dtype: TokenDtype
 
 class RunConfig(Schema):

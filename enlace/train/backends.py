@@ -107,11 +107,11 @@ def check_hardware(hw: HardwareConfig, dev: DeviceInfo) -> None:
                             f"lower hardware.batch_size or {use}")
 
 # %% ../../nbs/02_backends.ipynb #6c152f4e
-def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> torch.device:
-    "Validate `hw` against the real device (or `dev`) and return the torch device to train on."
+def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> tuple[torch.device, DeviceInfo]:
+    "Validate `hw` against the real device (or `dev`); return the torch device to train on and its description."
     dev = dev or describe_device(hw.device)
     check_hardware(hw, dev)
-    return torch.device("cuda:0" if hw.device == "cuda" else "cpu")
+    return torch.device("cuda:0" if hw.device == "cuda" else "cpu"), dev
 
 # %% ../../nbs/02_backends.ipynb #eb6ae9a4
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -143,7 +143,8 @@ DATASHEET_TFLOPS = {  # dense tensor-core peak with float32 accumulation
 
 def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, device: str = "cpu", seconds: float = 1.0) -> float:
     "Best FLOP/s of an n x n matmul on `device`, measured over about `seconds`."
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    g = torch.Generator(device).manual_seed(0)  # never touch the global RNG: training resumes bit-exactly
+    a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     a @ b; sync()
     best, t_end = 0.0, time.perf_counter() + seconds
