@@ -17,6 +17,8 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..config.schema import ConfigError
+
 # %% auto #0
 __all__ = ['MAGIC', 'VERSION', 'HEADER_BYTES', 'TOKEN_DTYPES', 'PAD_ID', 'ShardError', 'write_shard', 'read_shard', 'pad_batch',
            'window_batch', 'Loader', 'shard_windows', 'open_shards', 'encode_lines', 'make_data']
@@ -132,8 +134,8 @@ def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
     out = [np.frombuffer((line + "\n").encode("utf-8"), dtype=np.uint8) for line in lines]
     longest = max(range(len(out)), key=lambda i: len(out[i]))
     if len(out[longest]) > seq_len + 1:
-        raise ValueError(f"example of {len(out[longest])} bytes does not fit train.seq_len={seq_len} "
-                         f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}")
+        raise ConfigError(f"train.seq_len: {seq_len} is too short for an example of {len(out[longest])} bytes "
+                          f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}")
     return out
 
 # %% ../../nbs/06_data.ipynb #e5450bc6
