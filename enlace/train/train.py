@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="run directory (default runs/<run name>)")
     ap.add_argument("--fresh", action="store_true", help="ignore and delete existing checkpoints and metrics in --out")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # options may come before, between or after the overrides
     try:
         cfg = load_config(args.run, args.overrides)
         summary = train(cfg, args.out or Path("runs") / cfg.name, fresh=args.fresh, progress=not args.no_progress,

@@ -1,0 +1,106 @@
+"""Bit-exact resume on CPU float32: a run killed with SIGKILL (at a random step, and once in the middle of
+writing a checkpoint) then resumed gives the same loss at every step and the same final weights."""
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+OVERRIDES = ["train.max_steps=40", "train.ckpt_every=5", "train.eval_every=10", "train.warmup_steps=5", "train.keep_last=2"]
+
+
+def train_cmd(out, *extra):
+    return [sys.executable, "-m", "enlace.train.train", "configs/runs/smoke-cpu.yaml", *OVERRIDES, *extra,
+            "--out", str(out), "--no-progress"]
+
+
+def run(out, *extra, env=None):
+    r = subprocess.run(train_cmd(out, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, **(env or {})})
+    return r
+
+
+def losses(out):
+    "Per step: the values that must not depend on interruptions (timings excluded)."
+    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"], r["z_loss"], r["lr"], r["grad_norm"], r["tokens"], r.get("val_loss")) for r in rows]
+
+
+def final_weights_sha(out):
+    latest = (out / "checkpoints/latest").read_text().strip()
+    return hashlib.sha256((out / "checkpoints" / latest / "model.safetensors").read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref")
+    r = run(out, "--fresh")
+    assert r.returncode == 0, r.stderr
+    return losses(out), final_weights_sha(out)
+
+
+def test_kill_at_random_step_then_resume_is_bit_exact(tmp_path, reference):
+    kill_after = random.Random(os.getpid()).randint(7, 33)
+    p = subprocess.Popen(train_cmd(tmp_path, "--fresh"), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = tmp_path / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= kill_after: break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL); p.wait()
+    done = len(metrics.read_text().splitlines())
+    assert done < 40, "the run finished before it could be killed"
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stderr
+    assert losses(tmp_path) == reference[0]
+    assert final_weights_sha(tmp_path) == reference[1]
+
+
+def test_kill_while_writing_a_checkpoint_then_resume_is_bit_exact(tmp_path, reference):
+    r = run(tmp_path, "--fresh", env={"ENLACE_KILL_IN_CHECKPOINT": "20"})
+    assert r.returncode == -signal.SIGKILL
+    ckpts = tmp_path / "checkpoints"
+    assert sorted(p.name for p in ckpts.glob("step_*")) == ["step_0000010", "step_0000015"]
+    assert list(ckpts.glob(".tmp-step_0000020-*")), "the interrupted write should have left its temporary dir"
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stderr and "step 15" in r.stderr
+    assert losses(tmp_path) == reference[0]
+    assert final_weights_sha(tmp_path) == reference[1]
+    assert not list(ckpts.glob(".tmp-*"))
+
+
+def test_corrupted_latest_checkpoint_falls_back_in_one_line(tmp_path, reference):
+    assert run(tmp_path, "--fresh").returncode == 0
+    f = tmp_path / "checkpoints/step_0000040/model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # truncated, as a full disk would leave it
+    r = run(tmp_path)
+    assert r.returncode == 0, r.stderr
+    warn = [l for l in r.stderr.splitlines() if "unusable" in l]
+    assert len(warn) == 1 and "step_0000040" in warn[0] and "model.safetensors is corrupted" in warn[0], r.stderr
+    assert "step 35" in r.stderr
+    assert losses(tmp_path) == reference[0]
+    assert final_weights_sha(tmp_path) == reference[1]
+
+
+def test_changed_model_shape_is_refused_with_exit_2(tmp_path):
+    assert run(tmp_path, "--fresh", "train.max_steps=10").returncode == 0
+    r = run(tmp_path, "model.n_layers=2")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "changed the model shape (model.n_layers: 4 -> 2)" in r.stderr
+
+
+def test_hardware_error_is_one_line_exit_2(tmp_path):
+    r = run(tmp_path, "hardware=turing-2060")
+    if "cuda" in r.stderr.lower() and r.returncode == 0: pytest.skip("a CUDA GPU is present")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "needs a CUDA GPU but none is visible" in r.stderr
+    assert not (tmp_path / "metrics.jsonl").exists()
