@@ -120,7 +120,8 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]
     params = [p for p in model.parameters()]
     rec, t_start = {}, time.perf_counter()
-    with open(metrics, "a") as mf, tqdm(total=t.max_steps, initial=step, disable=not progress, mininterval=1.0,
+    refresh = 1.0 if sys.stderr.isatty() else 10.0  # a log file or notebook gets a line every 10 s, not a flood
+    with open(metrics, "a") as mf, tqdm(total=t.max_steps, initial=step, disable=not progress, mininterval=refresh,
                                         desc=cfg.name, dynamic_ncols=True) as bar:
         while step < t.max_steps:
             t0 = time.perf_counter()
