@@ -11,14 +11,14 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 from enlace.config.schema import load_layer
 from enlace.model.transformer import Transformer, flops_per_token, lm_loss, param_count
-from enlace.train.backends import measure_matmul_flops
+from enlace.train.backends import KERNELS, measure_matmul_flops
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNELS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}
+
 
 
 class GPT2Block(nn.Module):

@@ -123,8 +123,14 @@ class TrainConfig(Schema):
 class DataConfig(Schema):
     "Where the tokens come from."
     source: Literal["conjugations", "shards"]  # the embedded corpus (bytes), or a folder of token shards
-    path: str | None = None  # shard folder (relative to the repo root or absolute)
+    path: str | None = Field(default=None, validate_default=True)  # shard folder, relative to the working directory
     token_dtype: TokenDtype
+
+    @field_validator("path")
+    @classmethod
+    def _shards_need_a_path(cls, v, info):
+        if info.data.get("source") == "shards" and not v: raise ValueError("data.source=shards needs a shard folder here")
+        return v
 
 class RunConfig(Schema):
     "One run: metadata plus the four layers."
@@ -160,6 +166,7 @@ def _read_yaml(path: Path) -> dict:
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{_rel(path)}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
     except OSError as e: raise ConfigError(f"{_rel(path)}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e: raise ConfigError(f"{_rel(path)}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
     if data is None: return {}
     if not isinstance(data, dict): raise ConfigError(f"{_rel(path)}: top level must be a mapping, got {type(data).__name__}")
     return data
@@ -293,6 +300,8 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
     cap = TOKEN_DTYPE_MAX[cfg.data.token_dtype]
     if cfg.model.vocab_size > cap:
         out.append(("model.vocab_size", f"{cfg.model.vocab_size} does not fit data.token_dtype={cfg.data.token_dtype} (at most {cap})"))
+    if cfg.data.source == "conjugations" and cfg.model.vocab_size < 256:
+        out.append(("model.vocab_size", f"{cfg.model.vocab_size} cannot hold the 256 byte values of data.source=conjugations"))
     if cfg.train.seq_len > cfg.model.max_seq_len:
         out.append(("train.seq_len", f"{cfg.train.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}"))
     if cfg.train.batch_size % micro_batch(cfg):

@@ -45,6 +45,12 @@ def write_shard(path, tokens, dtype: str = "uint16") -> Path:
     os.replace(tmp, path)
     return path
 
+def _sha256_chunked(tokens: np.ndarray, chunk: int = 1 << 24) -> bytes:
+    "sha256 of an array's bytes without copying a memory-mapped shard into RAM at once."
+    h, flat = hashlib.sha256(), tokens.reshape(-1)
+    for i in range(0, len(flat), chunk): h.update(memoryview(np.ascontiguousarray(flat[i:i + chunk])).cast("B"))
+    return h.digest()
+
 def read_shard(path, verify: bool = True) -> np.memmap:
     "Open a shard memory-mapped after checking magic, version, size and (if `verify`) its checksum."
     path = Path(path)
@@ -60,7 +66,7 @@ def read_shard(path, verify: bool = True) -> np.memmap:
         raise ShardError(f"{path}: truncated or padded: header says {n} tokens ({HEADER_BYTES + n * width} bytes), file has {size} bytes")
     if n == 0: return np.zeros(0, dtype=dtype)
     tokens = np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r", offset=HEADER_BYTES, shape=(n,))
-    if verify and hashlib.sha256(tokens.tobytes()).digest() != digest:
+    if verify and _sha256_chunked(tokens) != digest:
         raise ShardError(f"{path}: checksum mismatch: the tokens are corrupted; rebuild this shard")
     return tokens
 
@@ -88,7 +94,7 @@ def window_batch(windows: list) -> dict:
 class Loader:
     "Batches of `batch` items in an order fixed by (seed, epoch); state is {'epoch', 'pos'}."
     def __init__(self, n_items: int, make_batch: Callable[[list[int]], dict], batch: int, seed: int, shuffle: bool = True):
-        if n_items < batch: raise ValueError(f"{n_items} items cannot fill one batch of {batch}; lower the batch size or add data")
+        if n_items < batch: raise ConfigError(f"train.batch_size: {n_items} items cannot fill one batch of {batch}; lower the batch size or add data")
         self.n, self.make_batch, self.batch, self.seed, self.shuffle = n_items, make_batch, batch, seed, shuffle
         self.epoch, self.pos, self._order = 0, 0, None
 
@@ -139,23 +145,26 @@ def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
     return out
 
 # %% ../../nbs/06_data.ipynb #e5450bc6
-def make_data(cfg, micro_batch: int, root=".") -> dict:
-    "Loaders for a RunConfig: {'train', 'val', 'bytes_per_token', 'val_lines'}."
+def make_data(cfg, micro_batch: int) -> dict:
+    "Loaders for a RunConfig: {'train', 'val', 'bytes_per_token'}."
     seq_len, seed = cfg.train.seq_len, cfg.train.seed
     if cfg.data.source == "conjugations":
         from enlace.data.conjugations import examples
         rows = examples()
         train = encode_lines([r["line"] for r in rows if r["split"] == "train"], seq_len)
-        val_lines = [r["line"] for r in rows if r["split"] == "heldout"]
-        val = encode_lines(val_lines, seq_len)
+        val = encode_lines([r["line"] for r in rows if r["split"] == "heldout"], seq_len)
         return {"train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
                 "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
-                "bytes_per_token": 1.0, "val_lines": val_lines}
-    folder = Path(root) / cfg.data.path
+                "bytes_per_token": 1.0}
+    folder = Path(cfg.data.path)
     man = folder / "manifest.json"
     bpt = json.loads(man.read_text()).get("bytes_per_token") if man.is_file() else None
     loaders = {}
     for split, shuffle in [("train", True), ("val", False)]:
-        n, mk = shard_windows(open_shards(folder, split), seq_len)
+        shards = open_shards(folder, split)
+        top = max((int(s.max()) for s in shards if len(s)), default=0)
+        if top >= cfg.model.vocab_size:
+            raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is too small for token id {top} in {folder}/{split}_*.bin")
+        n, mk = shard_windows(shards, seq_len)
         loaders[split] = Loader(n, mk, micro_batch, seed, shuffle)
-    return {**loaders, "bytes_per_token": bpt, "val_lines": None}
+    return {**loaders, "bytes_per_token": bpt}

@@ -20,7 +20,7 @@ from .transformer import flops_per_token, param_count
 def _is_run_file(path: str) -> bool:
     "Run files compose layers (include mapping or a `model:` section); model files are flat."
     try: data = yaml.safe_load(open(path, encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError): return False  # let the loader report it
+    except (OSError, UnicodeDecodeError, yaml.YAMLError): return False  # let the loader report it
     return isinstance(data, dict) and (isinstance(data.get("include"), (dict, list)) or "model" in data)
 
 def main(argv: list[str] | None = None) -> int:

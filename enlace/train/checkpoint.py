@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 # %% auto #0
-__all__ = ['optimizer_to_tensors', 'optimizer_from_tensors', 'rng_state', 'set_rng_state', 'step_dirs', 'save_checkpoint',
-           'CheckpointError', 'verify_checkpoint', 'find_checkpoint', 'load_checkpoint']
+__all__ = ['MANIFEST_KEYS', 'optimizer_to_tensors', 'optimizer_from_tensors', 'rng_state', 'set_rng_state', 'step_dirs',
+           'save_checkpoint', 'CheckpointError', 'verify_checkpoint', 'find_checkpoint', 'load_checkpoint']
 
 # %% ../../nbs/07_checkpoint.ipynb #5a371e23
 def optimizer_to_tensors(opt: torch.optim.Optimizer, names: dict) -> tuple[dict, list]:
@@ -115,18 +115,26 @@ def save_checkpoint(ckpt_dir, step: int, model: torch.nn.Module, opt: torch.opti
 class CheckpointError(RuntimeError):
     "A checkpoint that must not be used with this config (one line, with the way out)."
 
+MANIFEST_KEYS = ("step", "files", "config", "loader", "tokens", "grad_scaler", "optimizer_groups", "rng")
+
 def verify_checkpoint(path: Path) -> str | None:
-    "None if every file is there with its recorded sha256, else the problem."
+    "None if the manifest is complete and every file is there with its recorded sha256, else the problem."
     try: man = json.loads((path / "manifest.json").read_text())
     except (OSError, ValueError) as e: return f"manifest.json unreadable ({type(e).__name__})"
+    missing = [k for k in MANIFEST_KEYS if k not in man] if isinstance(man, dict) else ["everything"]
+    if missing: return f"manifest.json lacks {', '.join(missing)}"
     for f, digest in man.get("files", {}).items():
         if not (path / f).is_file(): return f"{f} is missing"
         if _sha256(path / f) != digest: return f"{f} is corrupted (sha256 mismatch)"
     return None if man.get("files") else "manifest lists no files"
 
 def find_checkpoint(ckpt_dir, warn=print) -> Path | None:
-    "Newest checkpoint that verifies; each rejected one is reported in one line."
-    for path in reversed(step_dirs(ckpt_dir)):
+    "The checkpoint `latest` names, else the newest that verifies; each rejected one is reported in one line."
+    ckpt_dir, candidates = Path(ckpt_dir), list(reversed(step_dirs(ckpt_dir)))
+    pointer = ckpt_dir / "latest"
+    named = ckpt_dir / pointer.read_text().strip() if pointer.is_file() else None
+    if named in candidates: candidates.insert(0, candidates.pop(candidates.index(named)))
+    for path in candidates:
         problem = verify_checkpoint(path)
         if problem is None: return path
         warn(f"checkpoint {path} is unusable: {problem}; trying the previous one")
@@ -144,6 +152,7 @@ def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, mo
     dev = next(model.parameters()).device
     model.load_state_dict(load_file(path / "model.safetensors", device=str(dev)))
     names = {p: n for n, p in model.named_parameters()}
-    optimizer_from_tensors(opt, names, load_file(path / "optimizer.safetensors", device=str(dev)), man["optimizer_groups"])
+    # on the CPU: Optimizer.load_state_dict moves moments to their parameter's device and keeps `step` where it belongs
+    optimizer_from_tensors(opt, names, load_file(path / "optimizer.safetensors"), man["optimizer_groups"])
     set_rng_state(load_file(path / "rng.safetensors"), man["rng"])
     return man

@@ -29,7 +29,7 @@ from . import backends
 from .checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 
 # %% auto #0
-__all__ = ['lr_at', 'make_optimizer', 'accumulate', 'evaluate', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'lr_at', 'make_optimizer', 'accumulate', 'evaluate', 'check_resume', 'train', 'main']
 
 # %% ../../nbs/08_train.ipynb #6bd38ad4
 def lr_at(step: int, t: TrainConfig) -> float:
@@ -87,11 +87,32 @@ def _seed_all(seed: int) -> None:
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
 
 def _truncate_metrics(path: Path, step: int) -> None:
-    "Keep the metric lines up to `step` (the ones after it will be produced again)."
+    "Keep the metric lines up to `step` (later ones will be produced again); drops a line cut by a kill."
     if not path.exists(): return
-    keep = [l for l in path.read_text().splitlines() if l.strip() and json.loads(l)["step"] <= step]
+    keep = []
+    for line in path.read_text().splitlines():
+        try: rec = json.loads(line)
+        except ValueError: continue
+        if rec["step"] <= step: keep.append(line)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(l + "\n" for l in keep)); os.replace(tmp, path)
+
+# What a resume may not change: they decide the weights' shape, the data and its order, or the numerics.
+FIXED_ON_RESUME = ("model.", "data.", "train.seed", "train.seq_len", "train.batch_size", "hardware.batch_size", "hardware.dtype")
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    return {k2: v2 for k, v in d.items() for k2, v2 in (_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}).items()}
+
+def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
+    "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
+    old, new = _flat(saved), _flat(cfg.model_dump(mode="json"))
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    desc = lambda ks: ", ".join(f"{k}: {old.get(k)} -> {new.get(k)}" for k in ks)
+    fixed = [k for k in changed if k.startswith(FIXED_ON_RESUME)]
+    if fixed: raise CheckpointError(f"{where}: cannot resume with changed {desc(fixed)}; train into another --out or pass --fresh")
+    if changed: log(f"resuming with changed settings: {desc(changed)}")
+
+def _finite(x): return x if x is None or math.isfinite(x) else None  # a skipped fp16 step has an inf grad norm
 
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
     "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
@@ -109,11 +130,12 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     ckpt = find_checkpoint(ckpt_dir, warn=log)
     if ckpt is not None:
         man = load_checkpoint(ckpt, model, opt, mcfg)
+        check_resume(man["config"], cfg, ckpt, log)
         step, tokens = man["step"], man["tokens"]
         data["train"].load_state_dict(man["loader"])
-        scaler.load_state_dict(man["grad_scaler"])
-        _truncate_metrics(metrics, step)
+        if man["grad_scaler"]: scaler.load_state_dict(man["grad_scaler"])
         log(f"resumed from {ckpt} (step {step}, {tokens:,} tokens)")
+    _truncate_metrics(metrics, step)
     save_config(cfg, out_dir / "config.yaml")
     cmodel = backends.maybe_compile(model, hw)
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, dev)
@@ -135,7 +157,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             scaler.step(opt); scaler.update(); opt.zero_grad(set_to_none=True)
             if device.type == "cuda": torch.cuda.synchronize()
             step, tokens, dt = step + 1, tokens + s["n"], time.perf_counter() - t0
-            rec = {"step": step, "loss": s["ce"] / s["n"], "z_loss": s["z"] / s["n"], "lr": lr, "grad_norm": gnorm,
+            rec = {"step": step, "loss": _finite(s["ce"] / s["n"]), "z_loss": _finite(s["z"] / s["n"]), "lr": lr, "grad_norm": _finite(gnorm),
                    "tokens": tokens, "tok_s": s["n"] / dt, "mfu": s["n"] * fpt / dt / peak if peak else None,
                    "step_s": dt, "data_s": t_data}
             if step % t.eval_every == 0 or step == t.max_steps:
@@ -150,7 +172,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
                     "config_hash": config_hash(cfg)}, t.keep_last)
             bar.update(1)
             if step % t.log_every == 0 or step == t.max_steps:
-                bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{rec['tok_s']:.0f}",
+                bar.set_postfix(loss=f"{s['ce'] / s['n']:.3f}", lr=f"{lr:.2e}", tok_s=f"{rec['tok_s']:.0f}",
                                 mfu=f"{rec['mfu']:.0%}" if rec["mfu"] else "-")
     return {"out_dir": str(out_dir), "step": step, "tokens": tokens, "seconds": time.perf_counter() - t_start,
             **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")}}
@@ -172,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, backends.HardwareError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ShardError as e:
-        print(f"data error: {e}", file=sys.stderr)
+    except (ShardError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(summary))
     return 0
