@@ -142,7 +142,8 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]
     params = [p for p in model.parameters()]
     rec, t_start = {}, time.perf_counter()
-    refresh = 1.0 if sys.stderr.isatty() else 10.0  # a log file or notebook gets a line every 10 s, not a flood
+    # a terminal gets a live bar; a log file or a notebook (whose stderr may claim to be a tty) a line every 10 s
+    refresh = 1.0 if sys.stderr.isatty() and "ipykernel" not in sys.modules else 10.0
     with open(metrics, "a") as mf, tqdm(total=t.max_steps, initial=step, disable=not progress, mininterval=refresh,
                                         desc=cfg.name, dynamic_ncols=True) as bar:
         while step < t.max_steps:
