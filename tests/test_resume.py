@@ -109,14 +109,15 @@ def test_hardware_error_is_one_line_exit_2(tmp_path):
 
 def test_fp16_gradscaler_resume_is_bit_exact(tmp_path):
     "The Turing precision path (float16 autocast + GradScaler) on the CPU: killed mid-checkpoint, resumed, identical."
-    fp16 = ["hardware.allowed_dtypes=[float32,float16]", "hardware.dtype=float16", "train.max_steps=12", "train.ckpt_every=3"]
+    fp16 = ["hardware.allowed_dtypes=[float32,float16]", "hardware.dtype=float16", "train.max_steps=8", "train.ckpt_every=2",
+            "train.warmup_steps=2", "train.eval_every=4"]
     ref = tmp_path / "ref"
     assert run(ref, "--fresh", *fp16).returncode == 0
     killed = tmp_path / "killed"
-    assert run(killed, "--fresh", *fp16, env={"ENLACE_KILL_IN_CHECKPOINT": "9"}).returncode == -signal.SIGKILL
+    assert run(killed, "--fresh", *fp16, env={"ENLACE_KILL_IN_CHECKPOINT": "6"}).returncode == -signal.SIGKILL
     r = run(killed, *fp16)
-    assert r.returncode == 0 and "step 6" in r.stderr, r.stderr
-    man = json.loads((killed / "checkpoints/step_0000012/manifest.json").read_text())
+    assert r.returncode == 0 and "step 4" in r.stderr, r.stderr
+    man = json.loads((killed / "checkpoints/step_0000008/manifest.json").read_text())
     assert man["grad_scaler"]["scale"] > 0  # the scaler's state travels with the checkpoint
     assert losses(killed) == losses(ref)
     assert final_weights_sha(killed) == final_weights_sha(ref)
