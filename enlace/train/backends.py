@@ -133,7 +133,7 @@ def maybe_compile(model: torch.nn.Module, hw: HardwareConfig) -> torch.nn.Module
     "torch.compile the model when the profile says so."
     return torch.compile(model) if hw.compile else model
 
-# %% ../../nbs/02_backends.ipynb #7120a6c6
+# %% ../../nbs/02_backends.ipynb #036b1afc
 DATASHEET_TFLOPS = {  # dense tensor-core peak with float32 accumulation
     "RTX 2060": {"float16": 28.7, "float32": 7.2},  # fp16 accumulate would be 57.4; autocast accumulates in fp32
     "RTX 5090": {"bfloat16": 209.5, "float16": 209.5, "float32": 104.8},
