@@ -34,6 +34,7 @@ def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
 
 # %% ../../nbs/03_model.ipynb #b976005e
 class Attention(nn.Module):
+    "Grouped-query causal self-attention with QK-norm and RoPE, optionally reading/writing a KV cache."
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv, self.hd = c.n_heads, c.n_kv_heads, c.head_dim
@@ -59,6 +60,7 @@ class Attention(nn.Module):
 
 # %% ../../nbs/03_model.ipynb #fe6b8da6
 class MLP(nn.Module):
+    "SwiGLU feed-forward: w_down(silu(gate) * up), gate and up from one fused projection."
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.w_gate_up = nn.Linear(c.d_model, 2 * c.d_ff, bias=False)
@@ -69,6 +71,7 @@ class MLP(nn.Module):
         return self.w_down(F.silu(gate) * up)
 
 class Block(nn.Module):
+    "Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.attn_norm, self.attn = nn.RMSNorm(c.d_model, eps=c.norm_eps), Attention(c)

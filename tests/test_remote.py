@@ -1,0 +1,251 @@
+"""scripts/remote.sh for real: an OpenSSH server on 127.0.0.1 (throwaway host and client keys, its own tmux
+folder), a copy of the repo and a remote folder whose paths contain spaces, then sync -> run (smoke config, 20
+steps) -> logs -> status -> fetch. The SSH client following the log is killed mid-run; the run must finish anyway.
+Also: bad or missing settings are one line and exit code 2."""
+import getpass
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+SSHD = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.access(p, os.X_OK)), None)
+TOOLS = {"sshd": SSHD, **{t: shutil.which(t) for t in ("ssh", "ssh-keygen", "tmux", "rsync")}}
+MISSING = [t for t, p in TOOLS.items() if not p]
+needs_tools = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {' '.join(MISSING)} "
+                                 "(apt-get install openssh-server openssh-client tmux rsync)")
+SMOKE = ["configs/runs/smoke-cpu.yaml", "train.max_steps=20", "train.eval_every=10", "train.ckpt_every=10",
+         "train.warmup_steps=2", "train.decay_frac=0.5"]
+
+
+def COPY_IGNORE(folder, names):
+    "What a repo copy leaves out: top-level outputs and the venv; caches anywhere."
+    top = {".venv", "runs", "data", "_docs", "_proc", ".git", ".env"} if Path(folder) == ROOT else set()
+    return [n for n in names if n in top or n in ("__pycache__", ".pytest_cache", ".ipynb_checkpoints") or n.endswith(".egg-info")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def remote_sh(repo: Path, env_file: Path, *args, timeout=120):
+    "Run the repo copy's scripts/remote.sh with settings from env_file only."
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENLACE_REMOTE_")}
+    env["ENLACE_ENV_FILE"] = str(env_file)
+    return subprocess.run(["bash", str(repo / "scripts/remote.sh"), *map(str, args)], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_env(path: Path, **kv) -> Path:
+    path.write_text("# written by tests/test_remote.py\n" + "".join(f'ENLACE_REMOTE_{k}="{v}"\n' for k, v in kv.items()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    "sshd on a free 127.0.0.1 port as the current user, key login only; tmux sockets in a folder of its own."
+    if MISSING: pytest.skip(f"not installed: {' '.join(MISSING)}")
+    if not Path("/run/sshd").is_dir():  # Debian's sshd refuses to start without its privilege separation folder
+        if os.geteuid() != 0: pytest.skip("/run/sshd is missing and we are not root to create it")
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    tmp = tmp_path_factory.mktemp("sshd")
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "enlace-test", "-f", str(tmp / name)], check=True)
+    (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
+    (tmp / "tmux").mkdir()
+    port = free_port()
+    (tmp / "sshd_config").write_text(f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {tmp}/host_key
+PidFile {tmp}/sshd.pid
+AuthorizedKeysFile {tmp}/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowUsers {getpass.getuser()}
+UsePAM no
+StrictModes no
+SetEnv TMUX_TMPDIR={tmp}/tmux
+""")
+    log = open(tmp / "sshd.log", "w")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 15
+    while True:
+        if proc.poll() is not None: pytest.fail(f"sshd exited: {(tmp / 'sshd.log').read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close(); break
+        except OSError:
+            if time.time() > deadline: proc.kill(); pytest.fail("sshd did not listen within 15 s")
+            time.sleep(0.1)
+    yield {"tmp": tmp, "port": port, "key": tmp / "client_key", "known_hosts": tmp / "known_hosts"}
+    # our tmux server (its own socket folder), then our sshd
+    subprocess.run(["tmux", "-L", "enlace", "kill-server"], env={**os.environ, "TMUX_TMPDIR": str(tmp / "tmux")},
+                   capture_output=True)
+    proc.terminate()
+    try: proc.wait(10)
+    except subprocess.TimeoutExpired: proc.kill()
+    log.close()
+
+
+@pytest.fixture
+def setup(server, tmp_path):
+    "A repo copy under a path with a space, with files that must not be synced, and its .env."
+    repo = tmp_path / "local repo"
+    shutil.copytree(ROOT, repo, ignore=COPY_IGNORE)
+    for f in ("runs/local-only.txt", "data/shard.bin", ".venv/marker", "_docs/index.html", "_proc/x.ipynb"):
+        (repo / f).parent.mkdir(parents=True, exist_ok=True); (repo / f).write_text("local only\n")
+    (repo / ".env").write_text("ANTHROPIC_API_KEY=do-not-send\n")
+    rdir = tmp_path / "remote side" / "enlace"
+    env = write_env(tmp_path / "test.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=server["port"],
+                    KEY=server["key"], DIR=rdir, KNOWN_HOSTS=server["known_hosts"], VENV=sys.prefix)
+    assert (Path(sys.prefix) / "bin/python").exists(), "tests run from a virtualenv (scripts/test.sh uses .venv)"
+    return repo, env, rdir
+
+
+def ok(r, what):
+    assert r.returncode == 0, f"{what}: exit {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}"
+    return r
+
+
+def last_step(metrics: Path) -> int:
+    return json.loads(metrics.read_text().strip().splitlines()[-1])["step"]
+
+
+@needs_tools
+def test_sync_run_logs_status_fetch_and_ssh_kill(setup, tmp_path):
+    repo, env, rdir = setup
+    ok(remote_sh(repo, env, "sync"), "sync")
+    for f in ("pyproject.toml", "configs/runs/smoke-cpu.yaml", "nbs/train.ipynb", "scripts/_venv.sh", "enlace/__init__.py"):
+        assert (rdir / f).is_file(), f"sync did not send {f}"
+    for f in ("runs", "data", ".venv", "_docs", "_proc", ".env"):
+        assert not (rdir / f).exists(), f"sync sent {f}"
+
+    # `run` over SSH; its SSH client is killed hard as soon as the run is up (if it has not returned by then)
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith("ENLACE_REMOTE_")} | {"ENLACE_ENV_FILE": str(env)}
+    script = ["bash", str(repo / "scripts/remote.sh")]
+    rd = rdir / "runs/smoke-cpu"
+    starter = subprocess.Popen([*script, "run", *SMOKE], cwd=repo, env=env_vars, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 30
+    while not (rd / "remote.pid").exists():
+        assert time.time() < deadline and starter.poll() in (None, 0), f"run did not start: {starter.communicate()}"
+        time.sleep(0.05)
+    try: os.killpg(starter.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+    out, err = starter.communicate(timeout=10)
+    assert starter.returncode in (0, -signal.SIGKILL), (starter.returncode, out, err)
+    assert starter.returncode != 0 or "started 'smoke-cpu'" in out, out
+    again = remote_sh(repo, env, "run", *SMOKE)
+    assert again.returncode == 1 and "still running" in again.stderr, (again.returncode, again.stderr)
+
+    # the run lives under the tmux server, not under any SSH session
+    runner = int((rd / "remote.pid").read_text())
+    chain, pid = [], runner
+    while pid > 1:
+        chain.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    assert any(c.startswith("tmux") for c in chain) and "sshd" not in chain, f"run's process ancestry: {chain}"
+
+    # follow the log over SSH, then kill that SSH client (and its wrapper) hard while the run is going
+    follower = subprocess.Popen([*script, "logs"], cwd=repo, env=env_vars, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    lines = []
+    def read():
+        for line in follower.stdout: lines.append(line)
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.time() + 30
+    while not any("[remote]" in l and "start" in l for l in lines):
+        assert follower.poll() is None and time.time() < deadline, f"logs did not show the run starting: {lines}"
+        time.sleep(0.1)
+    ssh_pids = subprocess.run(["pgrep", "-g", str(follower.pid), "-x", "ssh"], capture_output=True, text=True).stdout.split()
+    assert ssh_pids, "no ssh client under `remote.sh logs`"
+    os.killpg(follower.pid, signal.SIGKILL)
+    follower.wait(10)
+    assert not (rd / "remote.exit").exists(), "the run ended before the SSH clients were killed: nothing was tested"
+    os.kill(runner, 0)  # still alive right after the kills
+
+    deadline = time.time() + 180
+    while not (rd / "remote.exit").exists():
+        assert time.time() < deadline, f"the run did not finish: {(rd / 'remote.log').read_text()[-2000:]}"
+        time.sleep(0.5)
+    assert (rd / "remote.exit").read_text().strip() == "0", (rd / "remote.log").read_text()[-3000:]
+    assert last_step(rd / "metrics.jsonl") == 20
+
+    st = ok(remote_sh(repo, env, "status"), "status").stdout
+    assert "smoke-cpu" in st and "done" in st and '"step": 20' in st, st
+    lg = ok(remote_sh(repo, env, "logs", "smoke-cpu"), "logs of a finished run").stdout  # returns: nothing to follow
+    assert "step 20: val_loss" in lg and "exit 0" in lg, lg
+
+    ok(remote_sh(repo, env, "fetch"), "fetch")
+    got = repo / "runs/remote/smoke-cpu"
+    assert last_step(got / "metrics.jsonl") == 20 and (got / "config.yaml").is_file() and (got / "remote.log").is_file()
+    assert not (got / "checkpoints").exists() and any((rd / "checkpoints").iterdir())
+    dest = tmp_path / "with checkpoints"
+    ok(remote_sh(repo, env, "fetch", "smoke-cpu", "--with-checkpoints", "--to", dest), "fetch --with-checkpoints")
+    assert sorted(p.name for p in (dest / "checkpoints").iterdir()) == sorted(p.name for p in (rd / "checkpoints").iterdir())
+
+
+@needs_tools
+def test_unreachable_server_is_one_line(server, tmp_path):
+    env = write_env(tmp_path / "x.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=free_port(), KEY=server["key"],
+                    DIR=tmp_path / "r", KNOWN_HOSTS=server["known_hosts"])
+    r = remote_sh(ROOT, env, "status")
+    assert r.returncode == 1 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("remote: ssh to ") and "refused" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not (shutil.which("ssh") and shutil.which("rsync")), reason="ssh or rsync not installed")
+def test_help_and_bad_settings(tmp_path):
+    h = remote_sh(ROOT, tmp_path / "none.env", "help")
+    assert h.returncode == 0
+    for word in ("sync", "run", "logs", "status", "fetch", "ENLACE_REMOTE_HOST", "ENLACE_REMOTE_USER",
+                 "ENLACE_REMOTE_PORT", "ENLACE_REMOTE_KEY", "ENLACE_REMOTE_DIR"):
+        assert word in h.stdout, word
+    example = (ROOT / ".env.example").read_text()
+    for key in ("HOST", "USER", "PORT", "KEY", "DIR", "KNOWN_HOSTS", "VENV"):
+        assert f"ENLACE_REMOTE_{key}=" in example, f".env.example lacks ENLACE_REMOTE_{key}"
+
+    key = tmp_path / "id_test"; key.write_text("not a key\n"); key.chmod(0o600)
+    open_key = tmp_path / "id_open"; open_key.write_text("x\n"); open_key.chmod(0o644)
+    good = dict(HOST="gpu.example.org", USER="enlace", PORT="2222", KEY=key, DIR="~/enlace")
+    cases = [
+        (None, "does not exist"),
+        ({k: v for k, v in good.items() if k != "HOST"}, "ENLACE_REMOTE_HOST is not set"),
+        ({k: v for k, v in good.items() if k != "DIR"}, "ENLACE_REMOTE_DIR is not set"),
+        (good | {"PORT": "22x"}, "ENLACE_REMOTE_PORT='22x' is not a port"),
+        (good | {"PORT": "70000"}, "ENLACE_REMOTE_PORT"),
+        (good | {"HOST": "-oProxyCommand=sh"}, "ENLACE_REMOTE_HOST"),
+        (good | {"USER": "a b"}, "ENLACE_REMOTE_USER"),
+        (good | {"KEY": tmp_path / "missing key"}, "no such file"),
+        (good | {"KEY": open_key}, "chmod 600"),
+        (good | {"DIR": "enlace"}, "must be absolute"),
+        (good | {"DIR": "/"}, "too broad"),
+        (good | {"DIR": "~/"}, "too broad"),
+        (good | {"DIR": "~"}, "ENLACE_REMOTE_DIR"),
+        (good | {"HSOT": "x"}, "unknown setting ENLACE_REMOTE_HSOT"),
+    ]
+    for i, (vals, expect) in enumerate(cases):
+        f = tmp_path / f"case{i}.env"
+        if vals is not None: write_env(f, **vals)
+        r = remote_sh(ROOT, f, "status")
+        assert r.returncode == 2 and r.stdout == "", (vals, r.returncode, r.stdout, r.stderr)
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("remote: ") and expect in r.stderr, (vals, r.stderr)
+    good_env = write_env(tmp_path / "good.env", **good)
+    bad_line = tmp_path / "bad.env"; bad_line.write_text("ENLACE_REMOTE_HOST=h\njust words\n")
+    r = remote_sh(ROOT, bad_line, "status")
+    assert r.returncode == 2 and r.stderr.strip().endswith("bad.env:2: not a KEY=VALUE line"), r.stderr
+    for args, expect in [(("bogus",), "unknown command"), (("run",), "which config"), (("run", "README.md"), "neither")]:
+        r = remote_sh(ROOT, good_env, *args)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and expect in r.stderr, (args, r.stderr)
