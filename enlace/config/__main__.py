@@ -28,5 +28,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# config hash: {config_hash(cfg)}")
     return 0
 
-# %% ../../nbs/01_config_cli.ipynb #120d54f9
+# %% ../../nbs/01_config_cli.ipynb #7198e908
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

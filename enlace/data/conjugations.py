@@ -748,5 +748,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{_summary(rows)} -> {args.export}")
     return 0
 
-# %% ../../nbs/05_conjugations.ipynb #e1073ce5
+# %% ../../nbs/05_conjugations.ipynb #e41fd13f
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

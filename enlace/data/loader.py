@@ -90,7 +90,7 @@ def window_batch(windows: list) -> dict:
     w = torch.as_tensor(np.stack([np.asarray(x, dtype=np.int64) for x in windows]))
     return {"input": w[:, :-1], "target": w[:, 1:], "mask": torch.ones_like(w[:, 1:], dtype=torch.bool)}
 
-# %% ../../nbs/06_data.ipynb #7152b61f
+# %% ../../nbs/06_data.ipynb #a41c4d2b
 class Loader:
     "Batches of `batch` items in an order fixed by (seed, epoch); state is {'epoch', 'pos'}."
     def __init__(self, n_items: int, make_batch: Callable[[list[int]], dict], batch: int, seed: int, shuffle: bool = True):
@@ -114,7 +114,7 @@ class Loader:
     def state_dict(self) -> dict: return {"epoch": self.epoch, "pos": self.pos}
     def load_state_dict(self, s: dict) -> None: self.epoch, self.pos = int(s["epoch"]), int(s["pos"])
 
-# %% ../../nbs/06_data.ipynb #fc33cb3b
+# %% ../../nbs/06_data.ipynb #59c18c7d
 def shard_windows(shards: list, seq_len: int) -> tuple[int, Callable[[list[int]], dict]]:
     "Non-overlapping windows of seq_len + 1 tokens over memory-mapped shards: (count, make_batch)."
     per = np.array([max(0, (len(s) - 1) // seq_len) for s in shards], dtype=np.int64)
@@ -134,7 +134,7 @@ def open_shards(folder, split: str, verify: bool = True) -> list:
     if not files: raise ShardError(f"{folder}: no {split}_*.bin shards; prepare the corpus first (Stage 1)")
     return [read_shard(f, verify) for f in files]
 
-# %% ../../nbs/06_data.ipynb #11e52b5d
+# %% ../../nbs/06_data.ipynb #7db7382c
 def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
     "UTF-8 bytes of each line plus '\\n'; every example must fit seq_len + 1 bytes."
     out = [np.frombuffer((line + "\n").encode("utf-8"), dtype=np.uint8) for line in lines]
@@ -144,7 +144,7 @@ def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
                           f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}")
     return out
 
-# %% ../../nbs/06_data.ipynb #e5450bc6
+# %% ../../nbs/06_data.ipynb #927f19fe
 def make_data(cfg, micro_batch: int) -> dict:
     "Loaders for a RunConfig: {'train', 'val', 'bytes_per_token'}."
     seq_len, seed = cfg.train.seq_len, cfg.train.seed

@@ -10,5 +10,5 @@ __all__ = []
 # %% ../../nbs/16_gen_cli.ipynb #865cdcce
 from .batches import main
 
-# %% ../../nbs/16_gen_cli.ipynb #bddbcde8
+# %% ../../nbs/16_gen_cli.ipynb #db8791be
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

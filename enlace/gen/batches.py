@@ -37,7 +37,7 @@ __all__ = ['PRICES', 'BATCH_DISCOUNT', 'CACHE_WRITE_5M', 'CACHE_WRITE_1H', 'CACH
            'collect_batch', 'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'SetupError',
            'api_key', 'make_client', 'job_lock', 'plan_lines', 'main']
 
-# %% ../../nbs/15_gen.ipynb #a97ff28b
+# %% ../../nbs/15_gen.ipynb #e2250e73
 # USD per million tokens at standard (non-batch) list prices. KEEP UP TO DATE with
 # https://docs.anthropic.com/en/docs/about-claude/pricing (a spec can override with `prices:`).
 PRICES = {
@@ -57,7 +57,7 @@ TOOL = "record_answer"  # the forced tool that carries structured output
 RETRYABLE_ERRORS = {"api_error", "overloaded_error", "rate_limit_error", "timeout_error"}
 SKEW_S = 600  # clock skew tolerated when matching batches listed by the API to an intent
 
-# %% ../../nbs/15_gen.ipynb #7f99667d
+# %% ../../nbs/15_gen.ipynb #32d76f99
 class Prices(BaseModel):
     "USD per million tokens at standard (non-batch) prices, for a model PRICES does not know."
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -81,7 +81,7 @@ class GenSpec(BaseModel):
 
 SPEC_KEYS = [f.alias or n for n, f in GenSpec.model_fields.items()]
 
-# %% ../../nbs/15_gen.ipynb #b22ab824
+# %% ../../nbs/15_gen.ipynb #ab874bc8
 def _short(x, n: int = 60) -> str:
     "repr(x), cut to n characters."
     r = repr(x)
@@ -137,7 +137,7 @@ def load_spec(path) -> dict:
     for key, problem in _spec_checks(spec): raise ConfigError(f"{_rel(path)}: {key}: {problem}")
     return spec
 
-# %% ../../nbs/15_gen.ipynb #18593447
+# %% ../../nbs/15_gen.ipynb #27029e21
 def request_params(spec: dict, inputs: dict) -> dict:
     "Messages API parameters for one request: the cached system block, the rendered user prompt, the forced tool."
     p = {"model": spec["model"], "max_tokens": spec["max_tokens"],
@@ -150,7 +150,7 @@ def request_params(spec: dict, inputs: dict) -> dict:
         p["tool_choice"] = {"type": "tool", "name": TOOL}
     return p
 
-# %% ../../nbs/15_gen.ipynb #3f8eb61d
+# %% ../../nbs/15_gen.ipynb #d75c5122
 def _dumps(x) -> str:
     "Compact JSON, UTF-8 as is (YAML dates and other odd scalars become strings)."
     return json.dumps(x, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -173,7 +173,7 @@ def expand(spec: dict) -> list[dict]:
                 out.setdefault(cid, {"custom_id": cid, "inputs": inputs, "sample": s, "params": params})
     return list(out.values())
 
-# %% ../../nbs/15_gen.ipynb #334dc6e6
+# %% ../../nbs/15_gen.ipynb #8e179b75
 def api_request(r: dict) -> dict:
     "What the batch create call receives for one planned request."
     return {"custom_id": r["custom_id"], "params": r["params"]}
@@ -188,7 +188,7 @@ def chunk(reqs: list[dict], max_n: int = MAX_BATCH_REQUESTS, max_bytes: int = MA
         cur.append(r); size += b
     return out + [cur] if cur else out
 
-# %% ../../nbs/15_gen.ipynb #93663446
+# %% ../../nbs/15_gen.ipynb #29d5946e
 def cost(usage: dict, prices: dict) -> float:
     "USD for one request from the usage the API returned, at batch prices (cache writes and reads priced apart)."
     get = lambda k: usage.get(k) or 0
@@ -209,7 +209,7 @@ def worst_case_cost(reqs: list[dict], spec: dict) -> float:
                      "cache_creation_input_tokens": prefix, "output_tokens": spec["max_tokens"]}, prices_for(spec))
                for r in reqs)
 
-# %% ../../nbs/15_gen.ipynb #82b922b3
+# %% ../../nbs/15_gen.ipynb #40fe72b0
 def read_jsonl(path) -> list[dict]:
     "Records of a JSONL file; a torn last line (no newline: a crash mid-write) is ignored."
     path = Path(path)
@@ -240,7 +240,7 @@ def write_atomic(path: Path, text: str) -> None:
 def _now() -> str: return datetime.now(timezone.utc).isoformat()
 def _ts(s: str) -> float: return datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp()
 
-# %% ../../nbs/15_gen.ipynb #b4e2cfa9
+# %% ../../nbs/15_gen.ipynb #59ea0bfc
 def job_state(job: Path) -> dict:
     "What the files of a job say about every custom_id and every batch."
     recs = read_jsonl(job / "intents.jsonl")
@@ -267,7 +267,7 @@ def pending(reqs: list[dict], st: dict) -> list[dict]:
     "Requests never sent (or only in intents found to have created nothing)."
     return [r for r in reqs if r["custom_id"] not in st["submitted"] and r["custom_id"] not in st["done"]]
 
-# %% ../../nbs/15_gen.ipynb #323716ec
+# %% ../../nbs/15_gen.ipynb #d6a6553c
 class JobError(RuntimeError):
     "A job cannot go on safely without the user (a dangling intent, a batch that is not ours)."
 
@@ -291,7 +291,7 @@ def _as_dict(x) -> dict:
     "An SDK object as plain JSON data (what a fake client returns already)."
     return x.model_dump(mode="json") if hasattr(x, "model_dump") else x
 
-# %% ../../nbs/15_gen.ipynb #a45a8c83
+# %% ../../nbs/15_gen.ipynb #01c3786b
 def _total(b: dict) -> int: return sum(b["request_counts"].values())
 
 def _result_ids(client, batch_id: str) -> set[str]:
@@ -346,7 +346,7 @@ def resolve_intents(client, job: Path, adopt: dict | None = None, abandon=(), sp
     if problems: raise JobError("\n".join(problems))
     return job_state(job)
 
-# %% ../../nbs/15_gen.ipynb #83a68446
+# %% ../../nbs/15_gen.ipynb #0aaa1cb7
 def save_requests(job: Path, reqs: list[dict]) -> None:
     "Write requests.jsonl (the plan, for the record: ids are always recomputed from the spec)."
     job.mkdir(parents=True, exist_ok=True)
@@ -374,7 +374,7 @@ def submit(client, spec: dict, job: Path, retry: bool = False, log=print, **reso
     if not todo: log("nothing to submit" + (" (no retryable failures)" if retry else ""))
     return out
 
-# %% ../../nbs/15_gen.ipynb #48aff210
+# %% ../../nbs/15_gen.ipynb #453a1b7d
 def parse_output(message: dict, schema: dict | None) -> tuple[Any, str | None]:
     "(output, None), or (None, problem): the text, or the forced tool's input validated against the schema."
     blocks, why = message.get("content") or [], f"stop_reason {message.get('stop_reason')}"
@@ -405,7 +405,7 @@ def outcome(result: dict, schema: dict | None) -> dict:
                         "retryable": msg.get("stop_reason") not in ("max_tokens", "refusal"), **base}
     return {"output": output, **base}
 
-# %% ../../nbs/15_gen.ipynb #de5793ac
+# %% ../../nbs/15_gen.ipynb #4adbf468
 def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict | None, bar=None) -> int:
     "Stream one ended batch's results into results.jsonl / errors.jsonl, each under its own custom_id; returns how many are new."
     mine = set(ids)
@@ -430,7 +430,7 @@ def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict |
         os.fsync(fr.fileno()); os.fsync(fe.fileno())
     return new
 
-# %% ../../nbs/15_gen.ipynb #af7470df
+# %% ../../nbs/15_gen.ipynb #fc3571d6
 def write_dataset(job: Path, reqs: list[dict], system: str) -> list[Path]:
     "dataset.jsonl (and dataset.parquet when pyarrow is installed): one row per resolved request, in request order."
     done = {r["custom_id"]: r for r in read_jsonl(job / "results.jsonl")}
@@ -472,7 +472,7 @@ def collect(client, spec: dict, job: Path, wait: bool = True, poll: float = 60.0
     save_requests(job, reqs)
     return write_dataset(job, reqs, spec["system"])
 
-# %% ../../nbs/15_gen.ipynb #571a347a
+# %% ../../nbs/15_gen.ipynb #39ead281
 def summary(job: Path, spec: dict, st: dict | None = None) -> dict:
     "Counts over the spec's requests, and the USD spent so far (from usage, at batch prices)."
     st = st or job_state(job)
@@ -506,7 +506,7 @@ def batch_lines(client, job: Path, spec: dict, st: dict) -> list[str]:
             lines.append(f"{b['id']}  collected    {len(ok)} ok  {len(bad)} failed  ${usd:.4f}")
     return lines
 
-# %% ../../nbs/15_gen.ipynb #8202ab14
+# %% ../../nbs/15_gen.ipynb #40695a59
 class SetupError(RuntimeError):
     "Something to install or configure before talking to the API (exit 2)."
 
@@ -606,5 +606,5 @@ def main(argv: list[str] | None = None) -> int:
               "looked for with the batch list before anything else is created)", file=sys.stderr)
         return 1
 
-# %% ../../nbs/15_gen.ipynb #f5465ecd
+# %% ../../nbs/15_gen.ipynb #d149badd
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

@@ -46,5 +46,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"FLOPs per token (train):   {flops_per_token(cfg, seq_len):>14,}  (6N + 12·L·d·T at T={seq_len})")
     return 0
 
-# %% ../../nbs/04_model_cli.ipynb #340c238e
+# %% ../../nbs/04_model_cli.ipynb #78c2d77d
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

@@ -19,7 +19,7 @@ from ..config.schema import ModelConfig
 __all__ = ['rope_tables', 'apply_rope', 'Attention', 'MLP', 'Block', 'Transformer', 'KVCache', 'lm_loss', 'sample', 'generate',
            'param_count', 'flops_per_token']
 
-# %% ../../nbs/03_model.ipynb #da5a8a52
+# %% ../../nbs/03_model.ipynb #58c72dc2
 def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
     "Unit complex rotations e^(i·pos·freq), shape (max_len, head_dim // 2), complex64."
     inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
@@ -32,7 +32,7 @@ def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     xc = torch.view_as_complex(x.to(work).unflatten(-1, (-1, 2)))
     return torch.view_as_real(xc * freqs[:, None, :].to(xc.dtype)).flatten(-2).to(x.dtype)
 
-# %% ../../nbs/03_model.ipynb #b976005e
+# %% ../../nbs/03_model.ipynb #60202cb9
 class Attention(nn.Module):
     "Grouped-query causal self-attention with QK-norm and RoPE, optionally reading/writing a KV cache."
     def __init__(self, c: ModelConfig):
@@ -58,7 +58,7 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=past == 0 and T > 1)
         return self.wo(y.transpose(1, 2).reshape(B, T, self.n_heads * self.hd))
 
-# %% ../../nbs/03_model.ipynb #fe6b8da6
+# %% ../../nbs/03_model.ipynb #e0ff26a2
 class MLP(nn.Module):
     "SwiGLU feed-forward: w_down(silu(gate) * up), gate and up from one fused projection."
     def __init__(self, c: ModelConfig):
@@ -111,7 +111,7 @@ class Transformer(nn.Module):
         x = self.norm(x)
         return x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)
 
-# %% ../../nbs/03_model.ipynb #8dd7bd82
+# %% ../../nbs/03_model.ipynb #c90b5e48
 class KVCache:
     "Preallocated keys/values for every layer: (n_layers, B, n_kv_heads, max_len, head_dim)."
     def __init__(self, c: ModelConfig, batch: int, max_len: int, device=None, dtype=torch.float32):
@@ -125,7 +125,7 @@ class KVCache:
         self.k[layer, :, :, self.pos:end], self.v[layer, :, :, self.pos:end] = k, v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
-# %% ../../nbs/03_model.ipynb #67a693e2
+# %% ../../nbs/03_model.ipynb #e2d66431
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> dict:
     "Sums over real target tokens: {'ce': sum of cross-entropy, 'z': sum of logsumexp², 'n': token count}."
     logits = logits.float()
@@ -134,7 +134,7 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | No
     w = torch.ones_like(ce) if mask is None else mask.to(ce.dtype)
     return {"ce": (ce * w).sum(), "z": (lse.square() * w).sum(), "n": w.sum()}
 
-# %% ../../nbs/03_model.ipynb #b247be90
+# %% ../../nbs/03_model.ipynb #60a5c5f6
 def sample(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            generator: torch.Generator | None = None) -> torch.Tensor:
     "Next token ids (B,) from last-position logits (B, V)."
@@ -169,7 +169,7 @@ def generate(model: Transformer, idx: torch.Tensor, max_new_tokens: int, tempera
         logits = model(nxt[:, None], cache)[:, -1]
     return torch.cat(out, dim=1)
 
-# %% ../../nbs/03_model.ipynb #879240c0
+# %% ../../nbs/03_model.ipynb #f006d979
 def param_count(c: ModelConfig) -> dict:
     "Parameter counts from the config: total, embedding (input table + untied head) and non_embedding."
     hd, d = c.head_dim, c.d_model

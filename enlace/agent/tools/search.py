@@ -137,7 +137,7 @@ def ddgs_reason(e: Exception, timeout: float = TIMEOUT) -> str:
     if m := re.match(r"(DNSError|ConnectError|ProxyError)\b", msg): return f"no network ({m[1]})"
     return f"failed ({type(e).__name__}: {msg[:120]})"
 
-# %% ../../../nbs/14_search.ipynb #9f50bde6
+# %% ../../../nbs/14_search.ipynb #ae6ea752
 def ddgs_backend(name: str, timeout: float = TIMEOUT) -> Callable[[str, str, int], list]:
     "A backend asking the one named ddgs text engine (never `auto`); its failures become `SearchError`."
     def backend(query: str, region: str, n: int) -> list:
@@ -155,7 +155,7 @@ def default_backends() -> dict[str, Callable[[str, str, int], list]]:
     except ImportError: raise SearchError(INSTALL_HINT) from None
     return {name: ddgs_backend(name) for name in BACKENDS}
 
-# %% ../../../nbs/14_search.ipynb #c122becf
+# %% ../../../nbs/14_search.ipynb #0d37e7f5
 def web_search(query: str, n: int = 5, region: str = "es-es", *, backends: dict[str, Callable] | None = None,
                cache: str | Path | None = None, ttl: float = TTL, min_interval: float = MIN_INTERVAL,
                clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> dict:
@@ -183,7 +183,7 @@ def web_search(query: str, n: int = 5, region: str = "es-es", *, backends: dict[
         errors.append(f"{name}: no usable results")
     raise SearchError("; ".join(errors) or "no search backends")
 
-# %% ../../../nbs/14_search.ipynb #eed3c6dc
+# %% ../../../nbs/14_search.ipynb #b9b41b1e
 WEB_SEARCH_SCHEMA = {
     "type": "function",
     "function": {
@@ -204,7 +204,7 @@ WEB_SEARCH_SCHEMA = {
     },
 }
 
-# %% ../../../nbs/14_search.ipynb #887b09ad
+# %% ../../../nbs/14_search.ipynb #0d21f118
 def format_results(res: dict) -> str:
     "Numbered title, URL and snippet of each result, for people."
     return "\n\n".join(f"{i}. {r['title']}\n   {r['url']}" + (f"\n   {r['snippet']}" if r["snippet"] else "")
@@ -226,5 +226,5 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(res, ensure_ascii=False, indent=1) if args.json else format_results(res))
     return 0
 
-# %% ../../../nbs/14_search.ipynb #e5f90e76
+# %% ../../../nbs/14_search.ipynb #b7e5c72f
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
