@@ -20,7 +20,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
 # %% auto #0
 __all__ = ['Dtype', 'Attention', 'TokenDtype', 'TOKEN_DTYPE_MAX', 'LAYERS', 'Schema', 'HardwareConfig', 'ModelConfig',
            'TrainConfig', 'DataConfig', 'RunConfig', 'ConfigError', 'apply_overrides', 'micro_batch', 'grad_accum',
-           'validate', 'load_config', 'load_layer', 'config_hash', 'config_yaml', 'save_config']
+           'validate', 'load_config', 'flatten', 'load_layer', 'config_hash', 'config_yaml', 'save_config']
 
 # %% ../../nbs/00_config.ipynb #cac23f64
 Dtype = Literal["float32", "float16", "bfloat16"]
@@ -334,6 +334,14 @@ def load_config(path, overrides: list[str] | tuple = ()) -> RunConfig:
     data, prov = _resolve(path)
     apply_overrides(data, prov, list(overrides), path)
     return validate(data, prov, _rel(path))
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    "Nested config dict as dotted keys: {'train': {'lr': 1}} -> {'train.lr': 1}."
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict): out.update(flatten(v, f"{prefix}{k}."))
+        else: out[f"{prefix}{k}"] = v
+    return out
 
 def load_layer(path, layer: str) -> BaseModel:
     "Load one layer file (e.g. `configs/model/tiny-50m.yaml` as 'model'), validated by that layer's schema."

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..config.schema import flatten
+
 # %% auto #0
 __all__ = ['available', 'log_run', 'add_artifacts', 'main']
 
@@ -21,14 +23,6 @@ __all__ = ['available', 'log_run', 'add_artifacts', 'main']
 def available() -> bool:
     "Is mlflow installed?"
     return importlib.util.find_spec("mlflow") is not None
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    "{'a': {'b': 1}} -> {'a.b': 1}"
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict): out.update(_flatten(v, f"{prefix}{k}."))
-        else: out[f"{prefix}{k}"] = v
-    return out
 
 def log_run(run_dir, params: dict, figures: dict, artifacts: list, uri: str | None = None) -> str | None:
     "Log one run (params, metrics.jsonl per step, summary figures, artifacts); returns its URI, or None without mlflow."
@@ -43,7 +37,7 @@ def log_run(run_dir, params: dict, figures: dict, artifacts: list, uri: str | No
     exp = client.get_experiment_by_name("enlace")
     exp_id = exp.experiment_id if exp else client.create_experiment("enlace", artifact_location=(root / "mlartifacts").as_uri())
     with mlflow.start_run(experiment_id=exp_id, run_name=run_dir.name) as run:
-        mlflow.log_params({k: str(v)[:500] for k, v in _flatten(params).items()})
+        mlflow.log_params({k: str(v)[:500] for k, v in flatten(params).items()})
         now, batch = int(time.time() * 1000), []
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():
             rec = json.loads(line)
@@ -65,7 +59,7 @@ def add_artifacts(run_dir, files: list) -> bool:
     for f in files: mlflow.MlflowClient().log_artifact(info["run_id"], str(f))
     return True
 
-# %% ../../nbs/13_track.ipynb #b71da48d
+# %% ../../nbs/13_track.ipynb #5d58f93c
 def main(argv: list[str] | None = None) -> int:
     "CLI: RUN_DIR FILE... attaches files to that run's mlflow run (a no-op without mlflow)."
     argv = sys.argv[1:] if argv is None else argv
@@ -77,5 +71,5 @@ def main(argv: list[str] | None = None) -> int:
     if add_artifacts(argv[0], argv[1:]): print(f"mlflow: attached {len(argv) - 1} file(s) to the run of {argv[0]}")
     return 0
 
-# %% ../../nbs/13_track.ipynb #c052fe02
+# %% ../../nbs/13_track.ipynb #b71da48d
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

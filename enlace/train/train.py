@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..config.schema import (ConfigError, RunConfig, TrainConfig, config_hash, grad_accum, load_config, micro_batch,
-                                  save_config)
+from ..config.schema import (ConfigError, RunConfig, TrainConfig, config_hash, flatten, grad_accum, load_config,
+                                  micro_batch, save_config)
 from ..data.loader import ShardError, make_data
 from ..model.transformer import Transformer, flops_per_token, lm_loss
 from . import backends
@@ -64,8 +64,8 @@ def accumulate(model, micro: list[dict], hw, z_weight: float, scaler) -> dict:
         with backends.autocast(hw), backends.attention_kernel(hw):
             out = lm_loss(model(b["input"]), b["target"], b["mask"])
         scaler.scale((out["ce"] + z_weight * out["z"]) / n).backward()
-        ce, z = ce + out["ce"].item(), z + out["z"].item()
-    return {"ce": ce, "z": z, "n": n}
+        ce, z = ce + out["ce"].detach(), z + out["z"].detach()  # tensors: no device sync per micro-batch
+    return {"ce": float(ce), "z": float(z), "n": n}
 
 # %% ../../nbs/08_trainer.ipynb #1cfde1f4
 @torch.no_grad()
@@ -100,12 +100,9 @@ def _truncate_metrics(path: Path, step: int) -> None:
 # What a resume may not change: they decide the weights' shape, the data and its order, or the numerics.
 FIXED_ON_RESUME = ("model.", "data.", "train.seed", "train.seq_len", "train.batch_size", "hardware.batch_size", "hardware.dtype")
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    return {k2: v2 for k, v in d.items() for k2, v2 in (_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}).items()}
-
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
-    old, new = _flat(saved), _flat(cfg.model_dump(mode="json"))
+    old, new = flatten(saved), flatten(cfg.model_dump(mode="json"))
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     desc = lambda ks: ", ".join(f"{k}: {old.get(k)} -> {new.get(k)}" for k in ks)
     fixed = [k for k in changed if k.startswith(FIXED_ON_RESUME)]
