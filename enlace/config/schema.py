@@ -113,6 +113,7 @@ class TrainConfig(Schema):
     ckpt_every: PositiveInt
     keep_last: PositiveInt
     log_every: PositiveInt
+    time_budget_s: PositiveFloat | None = None  # train for this many seconds; max_steps is then an upper bound
 
     @field_validator("betas")
     @classmethod

@@ -158,7 +158,11 @@ def make_data(cfg, micro_batch: int) -> dict:
                 "bytes_per_token": 1.0}
     folder = Path(cfg.data.path)
     man = folder / "manifest.json"
-    bpt = json.loads(man.read_text()).get("bytes_per_token") if man.is_file() else None
+    bpt = None  # bytes per token of the val split (its val_bpb), from the manifest written by enlace.data.prepare
+    if man.is_file():
+        m = json.loads(man.read_text())
+        v = m.get("splits", {}).get("val", {})
+        bpt = v["bytes"] / v["tokens"] if v.get("tokens") else m.get("bytes_per_token")
     loaders = {}
     for split, shuffle in [("train", True), ("val", False)]:
         shards = open_shards(folder, split)

@@ -1,4 +1,4 @@
-"""Streams text sources (.txt, .jsonl, .parquet), cleans and deduplicates them, splits documents into train/val by a content hash, and tokenizes them in parallel into resumable uint16 shards with a manifest.
+"""Streams text sources (.txt, .jsonl, .parquet, Hugging Face datasets), cleans and deduplicates them, splits documents into train/val by a content hash, and tokenizes them on a thread pool into resumable uint16 shards with a manifest.
 
 Docs: https://enlace-lm.github.io/enlace/prepare.html.md"""
 
@@ -10,39 +10,171 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing as mp
+import logging
 import os
 import re
 import shutil
 import sys
 import time
 import unicodedata
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from .loader import read_shard, write_shard
 from ..tokenizer.bpe import TokenizerError, corpus_hash, load, read_manifest, save, sha256_file, train
 
 # %% auto #0
-__all__ = ['EXTENSIONS', 'FORMAT', 'BYTES_PER_TOKEN_GUESS', 'READERS', 'PrepareError', 'list_files', 'clean_text', 'read_txt',
-           'read_jsonl', 'read_parquet', 'split_of', 'Cleaner', 'clean_stage', 'tokenize_chunk', 'prepare',
-           'format_report', 'main']
+__all__ = ['EXTENSIONS', 'FORMAT', 'BYTES_PER_TOKEN_GUESS', 'HF_PREFIX', 'READERS', 'SOURCES_HELP', 'PrepareError',
+           'is_saved_dataset', 'parse_hf', 'HFInput', 'open_saved', 'open_hub', 'list_files', 'clean_text', 'read_txt',
+           'read_jsonl', 'read_parquet', 'read_dataset', 'split_of', 'Cleaner', 'ShardWriter', 'clean_stage',
+           'tokenize_chunks', 'prepare', 'format_report', 'main']
 
 # %% ../../nbs/19_prepare.ipynb #ec23beda
 EXTENSIONS = (".txt", ".jsonl", ".parquet")
 FORMAT = "enlace-shards/1"
 BYTES_PER_TOKEN_GUESS = 4.0  # used only to cut documents into shard-sized chunks before tokenizing
+HF_PREFIX = "hf:"
 
 class PrepareError(RuntimeError):
     "A corpus or setting that cannot be prepared; the message is one line and names the file or option."
 
-def list_files(sources: list) -> dict[str, list[Path]]:
-    "The input files of each SOURCE (a file, or a folder searched recursively), in name order."
+# %% ../../nbs/19_prepare.ipynb #df58793a
+def _datasets():
+    "The `datasets` module, imported on first use; a one-line PrepareError saying how to install it when missing."
+    try: import datasets
+    except ImportError:
+        raise PrepareError("Hugging Face dataset sources need the `datasets` package: pip install -e .[datasets]") from None
+    return datasets
+
+# %% ../../nbs/19_prepare.ipynb #0c04d372
+def is_saved_dataset(p) -> bool:
+    "True for a folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."
+    p = Path(p)
+    return p.is_dir() and ((p / "dataset_dict.json").is_file() or
+                           ((p / "state.json").is_file() and (p / "dataset_info.json").is_file()))
+
+# %% ../../nbs/19_prepare.ipynb #936e0272
+def parse_hf(spec: str) -> tuple[str, str | None, str]:
+    "NAME, CONFIG (or None) and SPLIT ('train' when omitted) of a source `hf:NAME[:CONFIG][@SPLIT]`."
+    body, _, split = spec[len(HF_PREFIX):].partition("@")
+    name, _, config = body.partition(":")
+    if not name or (_ and not config) or ("@" in spec and not split):
+        raise PrepareError(f"{spec}: expected hf:NAME[:CONFIG][@SPLIT], e.g. hf:wikimedia/wikipedia:20231101.es@train")
+    return name, config or None, split or "train"
+
+# %% ../../nbs/19_prepare.ipynb #8308e308
+@contextmanager
+def _quiet_hub():
+    "Silence the Hub clients' retry warnings for the duration, so that an offline failure prints one line."
+    loggers = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers: lg.setLevel(logging.ERROR)
+    try: yield
+    finally:
+        for lg, level in zip(loggers, levels): lg.setLevel(level)
+
+def _hub_error(spec: str, e: Exception) -> PrepareError:
+    "A one-line PrepareError for a failure to open or stream `spec`: offline, not found, or other."
+    kind = type(e).__name__
+    if isinstance(e, (ConnectionError, TimeoutError)) or any(w in kind for w in ("Connection", "Offline", "Timeout")):
+        return PrepareError(f"{spec}: cannot reach the Hugging Face Hub (offline?); save the dataset with "
+                            f"save_to_disk where there is a network and pass its folder instead")
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return PrepareError(f"{spec}: cannot load the dataset ({kind}: {first})")
+
+# %% ../../nbs/19_prepare.ipynb #6c3cf5b1
+class HFInput:
+    "One split of a Hugging Face dataset: saved on disk (`ds`, memory-mapped) or streamed from the Hub (`stream`)."
+    def __init__(self, name: str, split: str | None, ds=None, stream=None, files: list | None = None):
+        self.name, self.split, self.ds, self.stream, self.files = name, split, ds, stream, files or []
+        self.bytes_read = 0
+
+    def __str__(self): return f"{self.name}@{self.split}" if self.split else self.name
+
+    @property
+    def size(self) -> int | None:
+        "Bytes of the text column (for progress bars), or None for a stream."
+        return None if self.ds is None else self.ds.data.column("text").nbytes
+
+    def key(self) -> list:
+        "What identifies this input when resuming (see above)."
+        if self.ds is None: return [str(self), "hub"]
+        return [str(self), "dataset", self.ds._fingerprint, self.ds.num_rows,
+                *[[str(f), f.stat().st_size, int(f.stat().st_mtime)] for f in self.files]]
+
+    def texts(self) -> Iterator:
+        "The `text` of each row, in order; counts the UTF-8 bytes read in `bytes_read`."
+        if self.ds is not None:
+            rows = (t for b in self.ds.select_columns(["text"]).iter(batch_size=256) for t in b["text"])
+        else: rows = self._streamed()
+        for t in rows:
+            if t is not None: t = str(t); self.bytes_read += len(t.encode())
+            yield t
+
+    def _streamed(self) -> Iterator:
+        "Rows of the Hub stream; network failures and a missing column become one-line PrepareErrors."
+        try:
+            with _quiet_hub():
+                for row in self.stream:
+                    if "text" not in row: raise _no_text(str(self), list(row))
+                    yield row["text"]
+        except PrepareError: raise
+        except Exception as e: raise _hub_error(str(self), e) from None
+
+def _no_text(name: str, columns: list) -> PrepareError:
+    "The one-line error for a dataset without a `text` column, listing the columns it has."
+    return PrepareError(f"{name}: no 'text' column (columns: {', '.join(map(str, columns)) or 'none'}); "
+                        f"rename it with rename_column('COLUMN', 'text') first")
+
+# %% ../../nbs/19_prepare.ipynb #42b58897
+def open_saved(source: str) -> list[HFInput]:
+    "The splits of a saved dataset folder `DIR[@SPLIT]`, loaded memory-mapped with `datasets.load_from_disk`."
+    p, split = Path(source), None
+    if not p.exists() and "@" in source:
+        base, _, split = source.rpartition("@"); p = Path(base)
+    try: ds = _datasets().load_from_disk(str(p))
+    except PrepareError: raise
+    except Exception as e:
+        raise PrepareError(f"{source}: cannot load the saved dataset ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})") from None
+    if hasattr(ds, "keys"):
+        if split is not None and split not in ds: raise PrepareError(f"{source}: no split {split!r}; the dataset has {', '.join(ds)}")
+        items = [HFInput(str(p), s, ds[s], files=sorted((p / s).glob("*.arrow"))) for s in ([split] if split else list(ds))]
+    else:
+        if split is not None: raise PrepareError(f"{source}: a Dataset (not a DatasetDict) has no splits; drop '@{split}'")
+        items = [HFInput(str(p), None, ds, files=sorted(p.glob("*.arrow")))]
+    for it in items:
+        if "text" not in it.ds.column_names: raise _no_text(str(it), it.ds.column_names)
+    return items
+
+def open_hub(spec: str) -> HFInput:
+    "A Hub source `hf:NAME[:CONFIG][@SPLIT]` opened with `datasets.load_dataset(..., streaming=True)` (nothing downloaded yet)."
+    name, config, split = parse_hf(spec)
+    datasets = _datasets()
+    try:
+        with _quiet_hub(): stream = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as e: raise _hub_error(spec, e) from None
+    cols = getattr(stream, "column_names", None)
+    label = f"{name}:{config}" if config else name
+    if cols is not None and "text" not in cols: raise _no_text(f"{HF_PREFIX}{label}@{split}", cols)
+    return HFInput(f"{HF_PREFIX}{label}", split, stream=stream)
+
+# %% ../../nbs/19_prepare.ipynb #fda49bb9
+def _saved_source(s: str) -> bool:
+    "True when `s` is a saved dataset folder, or such a folder followed by '@SPLIT'."
+    return is_saved_dataset(s) or (not Path(s).exists() and "@" in s and is_saved_dataset(s.rpartition("@")[0]))
+
+def list_files(sources: list) -> dict[str, list]:
+    "The inputs of each SOURCE: files (Path) of a file or folder, or HFInput splits of a dataset source."
     out = {}
     for s in sources:
+        s = str(s)
+        if s.startswith(HF_PREFIX): out[s] = [open_hub(s)]; continue
+        if _saved_source(s): out[s] = open_saved(s); continue
         p = Path(s)
         if not p.exists(): raise PrepareError(f"{s}: no such file or directory")
         if p.is_file():
@@ -50,22 +182,32 @@ def list_files(sources: list) -> dict[str, list[Path]]:
                 raise PrepareError(f"{s}: unknown extension {p.suffix or '(none)'!r}; expected one of {', '.join(EXTENSIONS)}")
             files = [p]
         else: files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in EXTENSIONS)
-        out[str(s)] = files
+        out[s] = files
     if not any(out.values()): raise PrepareError(f"no {'/'.join(EXTENSIONS)} files in {', '.join(map(str, sources))}")
     return out
 
-# %% ../../nbs/19_prepare.ipynb #df58793a
+def _size(item) -> int | None:
+    "Raw bytes of an input for progress bars (None when unknown: a Hub stream)."
+    return item.size if isinstance(item, HFInput) else item.stat().st_size
+
+def _key(item) -> list:
+    "What identifies an input for resuming: path, size and mtime of a file; see `HFInput.key` for a dataset."
+    if isinstance(item, HFInput): return item.key()
+    st = item.stat()
+    return [str(item), st.st_size, int(st.st_mtime)]
+
+# %% ../../nbs/19_prepare.ipynb #ff13408a
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _GUTENBERG_START = re.compile(r"^\s*\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG", re.I)
 _GUTENBERG_END = re.compile(r"^\s*\*\*\*\s*END OF (THE|THIS) PROJECT GUTENBERG", re.I)
 
 def clean_text(s: str) -> tuple[str, int]:
     "Text with LF newlines, no control characters except \\n and \\t, in NFC; and how many controls were removed."
-    s = s.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
-    s, n = _CONTROL.subn("", s)
-    return unicodedata.normalize("NFC", s), n
+    if "\r" in s: s = s.replace("\r\n", "\n").replace("\r", "\n")
+    s, n = _CONTROL.subn("", s.lstrip("\ufeff"))
+    return (s if unicodedata.is_normalized("NFC", s) else unicodedata.normalize("NFC", s)), n
 
-# %% ../../nbs/19_prepare.ipynb #c9f2e22e
+# %% ../../nbs/19_prepare.ipynb #f3235a8a
 def _paragraphs(text: str) -> Iterator[str]:
     "The paragraphs (blocks between blank lines) of a text, stripped."
     for p in re.split(r"\n[ \t]*\n", text):
@@ -121,16 +263,23 @@ def read_parquet(path: Path, stats) -> Iterator[str | None]:
             yield from _paragraphs(text.replace("\r\n", "\n"))
             yield None
 
+def read_dataset(item: HFInput, stats) -> Iterator[str | None]:
+    "Paragraphs of the `text` of each row of a dataset split; one record per row, like a JSON line."
+    for text in item.texts():
+        if text is None: continue
+        yield from _paragraphs(text.replace("\r\n", "\n"))
+        yield None
+
 READERS = {".txt": read_txt, ".jsonl": read_jsonl, ".parquet": read_parquet}
 
-# %% ../../nbs/19_prepare.ipynb #936e0272
+# %% ../../nbs/19_prepare.ipynb #b41efccb
 def split_of(text: str, val_per_mille: int) -> str:
     "'val' when sha256(text) mod 1000 < val_per_mille, else 'train': stable across runs and machines."
     h = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
     return "val" if h % 1000 < val_per_mille else "train"
 
 class Cleaner:
-    "Streams documents out of source files; `report` counts what was dropped, per source and reason."
+    "Streams documents out of source inputs; `report` counts what was dropped, per source and reason."
     def __init__(self, min_chars: int = 64, doc_chars: int = 8192, dedup_min_chars: int = 32):
         self.min_chars, self.doc_chars, self.dedup_min_chars = min_chars, doc_chars, dedup_min_chars
         self.seen: set[bytes] = set()
@@ -144,10 +293,12 @@ class Cleaner:
             d["count"] += count; d["bytes"] += nbytes
         return r, add
 
-    def documents(self, source: str, path: Path) -> Iterator[str]:
-        "Cleaned, deduplicated documents of one file of `source`."
+    def documents(self, source: str, item) -> Iterator[str]:
+        "Cleaned, deduplicated documents of one input (a file Path or an HFInput) of `source`."
         r, add = self._stats(source)
-        r["files"] += 1; r["raw_bytes"] += path.stat().st_size
+        r["files"] += 1
+        if isinstance(item, HFInput): paras = read_dataset(item, add)
+        else: r["raw_bytes"] += item.stat().st_size; paras = READERS[item.suffix.lower()](item, add)
         doc: list[str] = []
         size = 0
         def close():
@@ -157,7 +308,7 @@ class Cleaner:
             if len(text) < self.min_chars: add("too_short", len(text.encode())); return None
             r["kept_docs"] += 1; r["kept_bytes"] += len(text.encode())
             return text
-        for para in READERS[path.suffix.lower()](path, add):
+        for para in paras:
             if para is None:
                 if (t := close()): yield t
                 continue
@@ -172,94 +323,185 @@ class Cleaner:
             doc.append(para); size += len(para) + 2
             if size >= self.doc_chars and (t := close()): yield t
         if (t := close()): yield t
+        if isinstance(item, HFInput): r["raw_bytes"] += item.bytes_read
 
-# %% ../../nbs/19_prepare.ipynb #8308e308
+# %% ../../nbs/19_prepare.ipynb #b72066ce
 def _atomic_json(path: Path, obj) -> None:
     "Write JSON to `path` through a temporary file and a rename."
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
+# %% ../../nbs/19_prepare.ipynb #5d4a6234
+def _write_shard(path: Path, tokens: np.ndarray) -> None:
+    "Write a uint16 shard; the loader is imported here because it imports torch (~1 s), needed by nothing else here."
+    from enlace.data.loader import write_shard
+    write_shard(path, tokens, "uint16")
+
+@contextmanager
+def _no_tokenizers_parallelism():
+    "Turn off the tokenizers library's own thread pool for the duration (our threads already fill `workers` cores)."
+    old = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try: yield
+    finally:
+        if old is None: os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else: os.environ["TOKENIZERS_PARALLELISM"] = old
+
+class ShardWriter:
+    "Tokenizes the documents of each chunk on `workers` threads and writes `NAME.bin` + `done/NAME.json` when it is complete."
+    def __init__(self, tok, out, tok_sha: str, workers: int = 2, batch: int = 256, on_shard=None):
+        self.tok, self.out, self.tok_sha, self.batch, self.on_shard = tok, Path(out), tok_sha, batch, on_shard
+        self.encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+        self.eos = np.array([tok.token_to_id("<|eos|>")], dtype=np.uint16)
+        self.workers, self.max_pending = max(1, workers), 2 * max(1, workers)
+        self.open: dict[str, dict] = {}
+        self.closed: deque = deque()
+        self.pending: deque = deque()
+        self.entries: dict[str, dict] = {}
+
+    def __enter__(self):
+        (self.out / "done").mkdir(parents=True, exist_ok=True)
+        self._env = _no_tokenizers_parallelism(); self._env.__enter__()
+        self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="tokenize")
+        return self
+
+    def __exit__(self, *exc):
+        self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+        self._env.__exit__(*exc)
+
+    def _encode(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(e.ids, dtype=np.uint16) for e in self.encode(texts, add_special_tokens=False)]
+
+    def _submit(self, c: dict) -> None:
+        while len(self.pending) >= self.max_pending:
+            self.pending.popleft().result(); self._finish_ready()
+        f = self.pool.submit(self._encode, c["texts"]); c["texts"] = []
+        c["futures"].append(f); self.pending.append(f)
+
+    def add(self, name: str, text: str, nbytes: int | None = None) -> None:
+        "Append a document to chunk `name` (opened on first use)."
+        c = self.open.setdefault(name, {"name": name, "texts": [], "futures": [], "docs": 0, "bytes": 0})
+        c["texts"].append(text); c["docs"] += 1; c["bytes"] += len(text.encode()) if nbytes is None else nbytes
+        if len(c["texts"]) >= self.batch: self._submit(c)
+
+    def close(self, name: str) -> None:
+        "No more documents for chunk `name`: its shard is written once its last batch is tokenized."
+        c = self.open.pop(name, None) or {"name": name, "texts": [], "futures": [], "docs": 0, "bytes": 0}
+        if c["texts"]: self._submit(c)
+        self.closed.append(c); self._finish_ready()
+
+    def _finish_ready(self, wait: bool = False) -> None:
+        while self.closed and (wait or all(f.done() for f in self.closed[0]["futures"])):
+            c = self.closed.popleft()
+            parts = [a for f in c["futures"] for ids in f.result() for a in (ids, self.eos)]
+            tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
+            _write_shard(self.out / f"{c['name']}.bin", tokens)
+            entry = {"tokens": int(len(tokens)), "docs": c["docs"], "bytes": c["bytes"], "tokenizer_sha256": self.tok_sha}
+            _atomic_json(self.out / "done" / f"{c['name']}.json", entry)
+            self.entries[c["name"]] = entry
+            if self.on_shard: self.on_shard(c["name"])
+
+    def finish(self) -> dict:
+        "Close every open chunk, wait for all shards; returns {name: entry} of the shards written."
+        for name in list(self.open): self.close(name)
+        self._finish_ready(wait=True)
+        return self.entries
+
+# %% ../../nbs/19_prepare.ipynb #2a369186
 def _utf8_guard(it, path):
     "Pass items through, turning a UnicodeDecodeError into a one-line PrepareError naming the file."
     try: yield from it
     except UnicodeDecodeError as e: raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
-def clean_stage(files: dict, out: Path, val_per_mille: int, shard_tokens: int, progress: bool = True, **kw) -> dict:
-    "Clean all sources into `out/clean/{split}_NNNNNN.jsonl` chunks; returns {'report', 'chunks'}."
+def clean_stage(files: dict, out: Path, val_per_mille: int, shard_tokens: int, progress: bool = True,
+                writer: ShardWriter | None = None, **kw) -> dict:
+    "Clean all sources into `out/clean/{split}_NNNNNN.jsonl` chunks (also fed to `writer`); returns {'report', 'chunks'}."
     cdir = out / "clean"
     if cdir.exists(): shutil.rmtree(cdir)
     cdir.mkdir(parents=True)
     cleaner, limit = Cleaner(**kw), int(shard_tokens * BYTES_PER_TOKEN_GUESS)
-    state = {s: {"n": 0, "bytes": 0, "f": None} for s in ("train", "val")}
+    state = {s: {"n": 0, "bytes": 0, "f": None, "name": None} for s in ("train", "val")}
     chunks: dict[str, list[str]] = {"train": [], "val": []}
-    total = sum(f.stat().st_size for fs in files.values() for f in fs)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="clean", disable=not progress)
+    sizes = [_size(f) for fs in files.values() for f in fs]
+    bar = tqdm(total=None if None in sizes else sum(sizes), unit="B", unit_scale=True,
+               desc="clean+tokenize" if writer else "clean", disable=not progress)
     try:
         for source, fs in files.items():
-            for path in fs:
-                for doc in _utf8_guard(cleaner.documents(source, path), path):
+            for item in fs:
+                for doc in _utf8_guard(cleaner.documents(source, item), item):
                     split = split_of(doc, val_per_mille)
                     st = state[split]
                     if st["f"] is None:
-                        name = f"{split}_{st['n']:06d}"
-                        chunks[split].append(name)
-                        st["f"], st["bytes"] = open(cdir / f"{name}.jsonl", "w", encoding="utf-8"), 0
+                        st["name"] = f"{split}_{st['n']:06d}"
+                        chunks[split].append(st["name"])
+                        st["f"], st["bytes"] = open(cdir / f"{st['name']}.jsonl", "w", encoding="utf-8"), 0
                     st["f"].write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
-                    st["bytes"] += len(doc.encode())
-                    if st["bytes"] >= limit: st["f"].close(); st["f"], st["n"] = None, st["n"] + 1
-                bar.update(path.stat().st_size)
+                    nbytes = len(doc.encode())
+                    if writer: writer.add(st["name"], doc, nbytes)
+                    st["bytes"] += nbytes
+                    if st["bytes"] >= limit:
+                        st["f"].close(); st["f"], st["n"] = None, st["n"] + 1
+                        if writer: writer.close(st["name"])
+                size = _size(item)
+                bar.update(size if size is not None else item.bytes_read)
+        for st in state.values():
+            if st["f"] is not None:
+                st["f"].close(); st["f"] = None
+                if writer: writer.close(st["name"])
     finally:
         bar.close()
         for st in state.values():
             if st["f"] is not None: st["f"].close()
     return {"report": cleaner.report, "chunks": chunks}
 
-# %% ../../nbs/19_prepare.ipynb #4a925c0c
-_TOK = None
+# %% ../../nbs/19_prepare.ipynb #a8dcbe1b
+def tokenize_chunks(out: Path, names: list[str], writer: ShardWriter) -> dict:
+    "Feed the documents of `clean/NAME.jsonl` for each name to `writer`; returns the entries written."
+    for name in names:
+        with open(out / "clean" / f"{name}.jsonl", encoding="utf-8") as f:
+            for line in f: writer.add(name, json.loads(line)["text"])
+        writer.close(name)
+    return writer.finish()
 
-def _init_worker(tok_dir: str) -> None:
-    "Load the tokenizer once per worker process."
-    global _TOK
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _TOK = load(tok_dir)
-
-def tokenize_chunk(job: tuple) -> dict:
-    "Tokenize `clean/NAME.jsonl` into `NAME.bin` (uint16, <|eos|> after each document) and write `done/NAME.json`."
-    out, name, tok_sha, batch = job
-    out = Path(out)
-    eos = _TOK.token_to_id("<|eos|>")
-    parts, docs, nbytes, texts = [], 0, 0, []
-    def flush():
-        for e in _TOK.encode_batch(texts, add_special_tokens=False):
-            parts.append(np.asarray(e.ids, dtype=np.uint16)); parts.append(np.array([eos], dtype=np.uint16))
-        texts.clear()
-    with open(out / "clean" / f"{name}.jsonl", encoding="utf-8") as f:
-        for line in f:
-            t = json.loads(line)["text"]
-            texts.append(t); docs += 1; nbytes += len(t.encode())
-            if len(texts) >= batch: flush()
-    if texts: flush()
-    tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
-    write_shard(out / f"{name}.bin", tokens, "uint16")
-    entry = {"tokens": int(len(tokens)), "docs": docs, "bytes": nbytes, "tokenizer_sha256": tok_sha}
-    _atomic_json(out / "done" / f"{name}.json", entry)
-    return {"name": name, **entry}
-
-# %% ../../nbs/19_prepare.ipynb #9939a46d
+# %% ../../nbs/19_prepare.ipynb #ad071227
 def _fingerprint(files: dict, **settings) -> dict:
-    "What must match for a run to resume an output folder: the files (name, size, mtime) and the settings."
-    return {"files": [[str(f), f.stat().st_size, int(f.stat().st_mtime)] for fs in files.values() for f in fs], **settings}
+    "What must match for a run to resume an output folder: the inputs (see `_key`) and the settings."
+    return {"files": [_key(f) for fs in files.values() for f in fs], **settings}
+
+def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log):
+    "The tokenizer already trained in `tok_dir` with `train_vocab` tokens, or None when there is none to reuse."
+    try:
+        tok = load(tok_dir)
+        if tok.get_vocab_size() != train_vocab and read_manifest(tok_dir)["settings"].get("requested_vocab_size") != train_vocab:
+            return None
+    except TokenizerError: return None
+    log(f"tokenizer: reusing {tok_dir}")
+    return tok
+
+def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vocab: int, progress: bool, log):
+    "Train a tokenizer on the cleaned training chunks and save it in `tok_dir`; returns it loaded back from disk."
+    paths = [out / "clean" / f"{c}.jsonl" for c in train_chunks]
+    def texts():
+        for p in paths:
+            with open(p, encoding="utf-8") as f:
+                for line in f: yield json.loads(line)["text"]
+    try: tok = train(texts(), vocab_size=train_vocab, show_progress=progress)
+    except ValueError as e: raise PrepareError(f"--train-tokenizer: {e}") from None
+    save(tok, tok_dir, corpus_hash=corpus_hash(paths))
+    log(f"tokenizer: trained {tok.get_vocab_size()} tokens into {tok_dir}")
+    return load(tok_dir)
 
 def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, val_per_mille: int = 10,
-            shard_tokens: int = 1 << 24, workers: int = 2, batch: int = 256, progress: bool = True, log=print, **kw) -> dict:
+            shard_tokens: int = 1 << 20, workers: int = 2, batch: int = 256, progress: bool = True, log=print, **kw) -> dict:
     "Clean, split, (train a tokenizer) and tokenize `sources` into shards in `out`; returns the manifest."
     t0 = time.time()
     if (tokenizer is None) == (train_vocab is None): raise PrepareError("give exactly one of --tokenizer DIR or --train-tokenizer VOCAB")
     if not 0 <= val_per_mille <= 1000: raise PrepareError(f"--val-per-mille: {val_per_mille} is not in 0..1000")
     if shard_tokens < 1: raise PrepareError(f"--shard-tokens: {shard_tokens} must be positive")
+    if workers < 1: raise PrepareError(f"--workers: {workers} must be at least 1")
     files, out = list_files(sources), Path(out)
-    raw_bytes = sum(f.stat().st_size for fs in files.values() for f in fs)
+    tok_dir = Path(tokenizer) if tokenizer is not None else out / "tokenizer"
     tok = None
     if tokenizer is not None:
         try: tok = load(tokenizer)
@@ -267,6 +509,7 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
     out.mkdir(parents=True, exist_ok=True)
     fp = _fingerprint(files, val_per_mille=val_per_mille, shard_tokens=shard_tokens, **kw)
     done_clean = out / "clean" / "done.json"
+    streamed: list[str] = []
     if done_clean.is_file():
         prev = json.loads(done_clean.read_text(encoding="utf-8"))
         if prev["fingerprint"] != fp:
@@ -275,29 +518,19 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
         log(f"clean: reusing {done_clean}")
     else:
         for old in [*out.glob("train_*.bin"), *out.glob("val_*.bin"), *(out / "done").glob("*.json")]: old.unlink()
-        res = clean_stage(files, out, val_per_mille, shard_tokens, progress, **kw)
+        if tok is None: tok = _reusable_tokenizer(tok_dir, train_vocab, log)
+        if tok is not None:  # the tokenizer is known: tokenize while cleaning
+            with ShardWriter(tok, out, sha256_file(tok_dir / "tokenizer.json"), workers, batch) as w:
+                res = clean_stage(files, out, val_per_mille, shard_tokens, progress, writer=w, **kw)
+                streamed = list(w.finish())
+        else: res = clean_stage(files, out, val_per_mille, shard_tokens, progress, **kw)
         report, chunks = res["report"], res["chunks"]
         _atomic_json(out / "report.json", report)
         _atomic_json(done_clean, {"fingerprint": fp, "report": report, "chunks": chunks})
     log(format_report(report))
     if not chunks["train"]: raise PrepareError(f"empty corpus: no training document left after cleaning {', '.join(map(str, sources))}")
-    tok_dir = Path(tokenizer) if tokenizer is not None else out / "tokenizer"
-    if tok is None:
-        try:
-            tok = load(tok_dir)
-            if tok.get_vocab_size() != train_vocab and read_manifest(tok_dir)["settings"].get("requested_vocab_size") != train_vocab:
-                raise TokenizerError("other vocab size")
-            log(f"tokenizer: reusing {tok_dir}")
-        except TokenizerError:
-            paths = [out / "clean" / f"{c}.jsonl" for c in chunks["train"]]
-            def texts():
-                for p in paths:
-                    with open(p, encoding="utf-8") as f:
-                        for line in f: yield json.loads(line)["text"]
-            try: tok = train(texts(), vocab_size=train_vocab, show_progress=progress)
-            except ValueError as e: raise PrepareError(f"--train-tokenizer: {e}") from None
-            save(tok, tok_dir, corpus_hash=corpus_hash(paths))
-            log(f"tokenizer: trained {tok.get_vocab_size()} tokens into {tok_dir}")
+    if tok is None: tok = _reusable_tokenizer(tok_dir, train_vocab, log)
+    if tok is None: tok = _train_tokenizer(out, chunks["train"], tok_dir, train_vocab, progress, log)
     tok_sha = sha256_file(tok_dir / "tokenizer.json")
     (out / "done").mkdir(exist_ok=True)
     names = chunks["train"] + chunks["val"]
@@ -307,15 +540,13 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
         e = json.loads(m.read_text(encoding="utf-8")) if m.is_file() else None
         if e and e.get("tokenizer_sha256") == tok_sha and (out / f"{n}.bin").is_file(): entries[n] = e
         else: todo.append(n)
-    jobs = [(str(out), n, tok_sha, batch) for n in todo]
-    bar = tqdm(total=len(jobs), unit="shard", desc="tokenize", disable=not progress)
-    if workers <= 1 or len(jobs) <= 1:
-        _init_worker(str(tok_dir))
-        for j in jobs: r = tokenize_chunk(j); entries[r.pop("name")] = r; bar.update()
-    else:
-        with mp.get_context("fork").Pool(min(workers, len(jobs)), _init_worker, (str(tok_dir),)) as pool:
-            for r in pool.imap_unordered(tokenize_chunk, jobs): entries[r.pop("name")] = r; bar.update()
-    bar.close()
+    if todo:
+        bar = tqdm(total=len(todo), unit="shard", desc="tokenize", disable=not progress)
+        with ShardWriter(tok, out, tok_sha, workers, batch, on_shard=lambda _: bar.update()) as w:
+            entries.update(tokenize_chunks(out, todo, w))
+        bar.close()
+    tokenized = [n for n in names if n in streamed or n in todo]
+    raw_bytes = sum(r["raw_bytes"] for r in report.values())
     tokens = sum(e["tokens"] for e in entries.values()); nbytes = sum(e["bytes"] for e in entries.values())
     manifest = {"format": FORMAT, "dtype": "uint16", "eos_id": tok.token_to_id("<|eos|>"),
                 "tokenizer": str(tok_dir), "tokenizer_sha256": tok_sha, "vocab_size": tok.get_vocab_size(),
@@ -328,9 +559,9 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
     _atomic_json(out / "manifest.json", manifest)
     secs = time.time() - t0
     log(f"prepared {raw_bytes / 1e6:.1f} MB raw -> {tokens:,} tokens in {len(names)} shards "
-        f"({len(todo)} tokenized, {len(names) - len(todo)} reused), {manifest['splits']['val']['docs']} val docs, "
+        f"({len(tokenized)} tokenized, {len(names) - len(tokenized)} reused), {manifest['splits']['val']['docs']} val docs, "
         f"{manifest['bytes_per_token'] or 0:.3f} bytes/token, {secs:.1f} s, {raw_bytes / 1e6 / secs:.2f} MB/s")
-    return {**manifest, "seconds": secs, "tokenized": todo}
+    return {**manifest, "seconds": secs, "tokenized": tokenized}
 
 def format_report(report: dict) -> str:
     "The cleaning report, one line per source."
@@ -341,19 +572,26 @@ def format_report(report: dict) -> str:
                      f"({r['kept_bytes'] / 1e6:.2f} MB), {r['control_chars_removed']} control chars removed; dropped {drops}")
     return "\n".join(lines)
 
-# %% ../../nbs/19_prepare.ipynb #a466a3da
+# %% ../../nbs/19_prepare.ipynb #33a1d83e
+SOURCES_HELP = """SOURCES: files or folders (searched recursively) of .txt, .jsonl (a 'text' field) or .parquet (a 'text'
+column); a folder written by Hugging Face Dataset.save_to_disk or DatasetDict.save_to_disk (all splits, or
+DIR@SPLIT for one); or hf:NAME[:CONFIG][@SPLIT], a Hub dataset streamed with load_dataset(streaming=True),
+split 'train' by default (e.g. hf:wikimedia/wikipedia:20231101.es@train). Datasets need the 'text' column and
+the optional package: pip install -e .[datasets]"""
+
 def main(argv: list[str] | None = None) -> int:
     "CLI: prepare SOURCES into token shards in --out (exit 2 with one line on a predictable error)."
-    ap = argparse.ArgumentParser(prog="python -m enlace.data.prepare",
+    ap = argparse.ArgumentParser(prog="python -m enlace.data.prepare", epilog=SOURCES_HELP,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description="Clean, split and tokenize text sources into uint16 token shards.")
-    ap.add_argument("sources", nargs="+", help="files or folders of .txt, .jsonl (a 'text' field) or .parquet (a 'text' column)")
+    ap.add_argument("sources", nargs="+", metavar="SOURCE", help="a file, folder, saved dataset folder or hf:NAME[:CONFIG][@SPLIT] (see below)")
     ap.add_argument("--out", required=True, help="output folder (resumable)")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--tokenizer", help="a saved tokenizer directory")
     g.add_argument("--train-tokenizer", type=int, metavar="VOCAB", help="train a tokenizer of VOCAB tokens into OUT/tokenizer")
     ap.add_argument("--val-per-mille", type=int, default=10, help="documents per thousand that go to val (default 10 = 1%%)")
-    ap.add_argument("--shard-tokens", type=int, default=1 << 24, help="target tokens per shard (approximate; default 16M)")
-    ap.add_argument("--workers", type=int, default=2, help="tokenizing processes (default 2)")
+    ap.add_argument("--shard-tokens", type=int, default=1 << 20, help="target tokens per shard (approximate; default 1M: small shards keep both threads busy and make resume fine-grained)")
+    ap.add_argument("--workers", type=int, default=2, help="tokenizing threads (default 2)")
     ap.add_argument("--min-chars", type=int, default=64, help="drop documents shorter than this (default 64)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
@@ -366,5 +604,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepare error: a source is not UTF-8 text (byte {e.start}: {e.reason})", file=sys.stderr); return 2
     return 0
 
-# %% ../../nbs/19_prepare.ipynb #ff13408a
+# %% ../../nbs/19_prepare.ipynb #3f95ae03
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

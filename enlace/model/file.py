@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -19,7 +20,7 @@ from ..config.schema import ModelConfig
 from .transformer import Transformer
 
 # %% auto #0
-__all__ = ['ModelFileError', 'export_model', 'load_model']
+__all__ = ['ModelFileError', 'export_model', 'load_model', 'bundle_tokenizer', 'load_tokenizer', 'export_run']
 
 # %% ../../nbs/09_model_file.ipynb #c5af5a0e
 class ModelFileError(ValueError):
@@ -50,3 +51,45 @@ def load_model(path, device="cpu") -> tuple[Transformer, dict]:
     model = Transformer(ModelConfig(**man["model"]))
     model.load_state_dict(load_file(path, device=str(device)))
     return model.to(device).eval(), man
+
+# %% ../../nbs/09_model_file.ipynb #c3c9982c
+def bundle_tokenizer(tok_dir, out_dir) -> dict:
+    "Copy a saved tokenizer directory next to a model as `tokenizer-<sha256[:12]>/`; returns its manifest entry."
+    from enlace.tokenizer.bpe import load, sha256_file
+    tok_dir, out_dir = Path(tok_dir), Path(out_dir)
+    tok = load(tok_dir)  # refuses a tokenizer that does not match its own manifest
+    digest = sha256_file(tok_dir / "tokenizer.json")
+    dst = out_dir / f"tokenizer-{digest[:12]}"
+    if not dst.is_dir():
+        tmp = out_dir / f".tokenizer-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True); shutil.copytree(tok_dir, tmp); os.replace(tmp, dst)
+    return {"type": "bpe", "dir": dst.name, "sha256": digest, "vocab_size": tok.get_vocab_size()}
+
+def load_tokenizer(path, man: dict):
+    "The `tokenizers.Tokenizer` of the model file at `path` (checked against its manifest), or None for a byte model."
+    entry = man.get("tokenizer") or {"type": "bytes"}
+    if entry["type"] == "bytes": return None
+    from enlace.tokenizer.bpe import TokenizerError, load, sha256_file
+    tok_dir = Path(path).parent / entry["dir"]
+    try:
+        tok = load(tok_dir)
+        if sha256_file(tok_dir / "tokenizer.json") != entry["sha256"]: raise TokenizerError("sha256 differs from the model manifest")
+    except TokenizerError as e: raise ModelFileError(f"{path}: its tokenizer {tok_dir} cannot be used: {e}") from None
+    return tok
+
+# %% ../../nbs/09_model_file.ipynb #9291cbc8
+def export_run(run_dir, cfg, manifest: dict | None = None) -> Path:
+    "Export the latest checkpoint of the run in `run_dir` (config `cfg`) as a model file with its tokenizer."
+    from enlace.train.checkpoint import find_checkpoint
+    run_dir = Path(run_dir)
+    ckpt = find_checkpoint(run_dir / "checkpoints")
+    if ckpt is None: raise ModelFileError(f"{run_dir}: no checkpoint to export; train first")
+    model = Transformer(cfg.model)
+    model.load_state_dict(load_file(ckpt / "model.safetensors"))
+    tok = {"type": "bytes", "vocab_size": 256}
+    if cfg.data.source == "shards":
+        data_man = json.loads((Path(cfg.data.path) / "manifest.json").read_text())
+        tok = bundle_tokenizer(data_man["tokenizer"], run_dir)
+    step = json.loads((ckpt / "manifest.json").read_text())["step"]
+    return export_model(model, run_dir, {"run": cfg.name, "config": cfg.model_dump(mode="json"), "step": step,
+                                         "seq_len": cfg.train.seq_len, "tokenizer": tok, **(manifest or {})})

@@ -24,29 +24,38 @@ from tqdm import tqdm
 from ..config.schema import (ConfigError, RunConfig, TrainConfig, config_hash, flatten, grad_accum, load_config,
                                   micro_batch, save_config)
 from ..data.loader import ShardError, make_data
+from ..model.file import ModelFileError, export_run
 from ..model.transformer import Transformer, flops_per_token, lm_loss
 from . import backends
 from .checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'lr_at', 'make_optimizer', 'accumulate', 'evaluate', 'check_resume', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'lr_at', 'plan_steps', 'make_optimizer', 'accumulate', 'evaluate', 'check_resume', 'train', 'main']
 
 # %% ../../nbs/08_trainer.ipynb #a8de9505
-def lr_at(step: int, t: TrainConfig) -> float:
-    "Learning rate for optimizer step `step` (0-based)."
+def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
+    "Learning rate for optimizer step `step` (0-based) of a run of `total` steps (default `t.max_steps`)."
+    total = total or t.max_steps
     if step < t.warmup_steps: return t.lr * (step + 1) / t.warmup_steps
     lo = t.lr * t.min_lr_ratio
     if t.schedule == "cosine":
-        p = (step - t.warmup_steps + 1) / max(1, t.max_steps - t.warmup_steps)
+        p = (step - t.warmup_steps + 1) / max(1, total - t.warmup_steps)
         return lo + (t.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0)))
-    n_decay = max(1, round(t.decay_frac * t.max_steps))
-    start = t.max_steps - n_decay
+    n_decay = max(1, round(t.decay_frac * total))
+    start = total - n_decay
     if step < start: return t.lr
     p = min(1.0, (step - start + 1) / n_decay)
     f = {"linear": 1 - p, "cosine": 0.5 * (1 + math.cos(math.pi * p)), "1-sqrt": 1 - math.sqrt(p)}[t.decay_shape]
     return lo + (t.lr - lo) * f
 
-# %% ../../nbs/08_trainer.ipynb #cdf2e0bd
+# %% ../../nbs/08_trainer.ipynb #feb6762f
+def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int) -> int:
+    "Total steps that fit `t.time_budget_s` at the pace so far; fixed once the decay phase has started."
+    if t.time_budget_s is None or step == 0 or elapsed <= 0: return total
+    if step >= total - max(1, round(t.decay_frac * total)): return total
+    return max(step + 1, min(t.max_steps, int(t.time_budget_s * step / elapsed)))
+
+# %% ../../nbs/08_trainer.ipynb #6d08024b
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
     "AdamW; weight decay only on 2-D weights other than the token embedding."
     decay, no_decay = [], []
@@ -55,7 +64,7 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps)
 
-# %% ../../nbs/08_trainer.ipynb #6d08024b
+# %% ../../nbs/08_trainer.ipynb #47a8d201
 def accumulate(model, micro: list[dict], hw, z_weight: float, scaler) -> dict:
     "Forward+backward over the micro-batches of one step; returns summed ce, z and real-token count."
     n = sum(int(b["mask"].sum()) for b in micro)
@@ -67,7 +76,7 @@ def accumulate(model, micro: list[dict], hw, z_weight: float, scaler) -> dict:
         ce, z = ce + out["ce"].detach(), z + out["z"].detach()  # tensors: no device sync per micro-batch
     return {"ce": float(ce), "z": float(z), "n": n}
 
-# %% ../../nbs/08_trainer.ipynb #1cfde1f4
+# %% ../../nbs/08_trainer.ipynb #7c8b47ec
 @torch.no_grad()
 def evaluate(model, loader, n_batches: int, hw, device) -> float:
     "Mean cross-entropy (nats per real target token) over the first `n_batches` validation batches."
@@ -82,7 +91,7 @@ def evaluate(model, loader, n_batches: int, hw, device) -> float:
     model.train()
     return ce / n
 
-# %% ../../nbs/08_trainer.ipynb #31fa2c3d
+# %% ../../nbs/08_trainer.ipynb #0f3d2c14
 def _seed_all(seed: int) -> None:
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
 
@@ -124,11 +133,14 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     model = Transformer(cfg.model).to(device)
     opt, scaler = make_optimizer(model, t), backends.grad_scaler(hw)
     step, tokens, mcfg = 0, 0, cfg.model.model_dump(mode="json")
+    total, elapsed0 = t.max_steps, 0.0  # planned length, training seconds before this session
     ckpt = find_checkpoint(ckpt_dir, warn=log)
     if ckpt is not None:
         man = load_checkpoint(ckpt, model, opt, mcfg)
         check_resume(man["config"], cfg, ckpt, log)
         step, tokens = man["step"], man["tokens"]
+        elapsed0 = man["scheduler"].get("elapsed_s", 0.0)
+        if t.time_budget_s: total = man["scheduler"].get("total_steps", total)
         data["train"].load_state_dict(man["loader"])
         if man["grad_scaler"]: scaler.load_state_dict(man["grad_scaler"])
         log(f"resumed from {ckpt} (step {step}, {tokens:,} tokens)")
@@ -138,16 +150,17 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, dev)
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]
     params = [p for p in model.parameters()]
-    rec, t_start = {}, time.perf_counter()
+    rec, t_start, elapsed = {}, time.perf_counter(), elapsed0
     # a terminal gets a live bar; a log file or a notebook (whose stderr may claim to be a tty) a line every 10 s
     refresh = 1.0 if sys.stderr.isatty() and "ipykernel" not in sys.modules else 10.0
-    with open(metrics, "a") as mf, tqdm(total=t.max_steps, initial=step, disable=not progress, mininterval=refresh,
+    out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
+    with open(metrics, "a") as mf, tqdm(total=total, initial=step, disable=not progress, mininterval=refresh,
                                         desc=cfg.name, dynamic_ncols=True) as bar:
-        while step < t.max_steps:
+        while step < total and not out_of_time():
             t0 = time.perf_counter()
             micro = [{k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()} for _ in range(accum)]
             t_data = time.perf_counter() - t0
-            lr = lr_at(step, t)
+            lr = lr_at(step, t, total)
             for g in opt.param_groups: g["lr"] = lr
             s = accumulate(cmodel, micro, hw, t.z_loss, scaler)
             scaler.unscale_(opt)
@@ -155,27 +168,30 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             scaler.step(opt); scaler.update(); opt.zero_grad(set_to_none=True)
             if device.type == "cuda": torch.cuda.synchronize()
             step, tokens, dt = step + 1, tokens + s["n"], time.perf_counter() - t0
+            elapsed = elapsed0 + time.perf_counter() - t_start
+            if (new := plan_steps(step, elapsed, t, total)) != total: total = bar.total = new
+            last = step >= total or out_of_time()
             rec = {"step": step, "loss": _finite(s["ce"] / s["n"]), "z_loss": _finite(s["z"] / s["n"]), "lr": lr, "grad_norm": _finite(gnorm),
                    "tokens": tokens, "tok_s": s["n"] / dt, "mfu": s["n"] * fpt / dt / peak if peak else None,
-                   "step_s": dt, "data_s": t_data}
-            if step % t.eval_every == 0 or step == t.max_steps:
+                   "step_s": dt, "data_s": t_data, "elapsed_s": elapsed}
+            if step % t.eval_every == 0 or last:
                 rec["val_loss"] = evaluate(cmodel, data["val"], t.eval_batches, hw, device)
                 rec["val_bpb"] = rec["val_loss"] / math.log(2) / bpt if bpt else None
                 bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}" + (f", val_bpb {rec['val_bpb']:.4f}" if bpt else ""))
             mf.write(json.dumps(rec) + "\n"); mf.flush()
-            if step % t.ckpt_every == 0 or step == t.max_steps:
+            if step % t.ckpt_every == 0 or last:
                 save_checkpoint(ckpt_dir, step, model, opt, {
                     "tokens": tokens, "loader": data["train"].state_dict(), "grad_scaler": scaler.state_dict(),
-                    "scheduler": {"step": step, "lr": lr}, "config": cfg.model_dump(mode="json"),
+                    "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed}, "config": cfg.model_dump(mode="json"),
                     "config_hash": config_hash(cfg)}, t.keep_last)
             bar.update(1)
-            if step % t.log_every == 0 or step == t.max_steps:
+            if step % t.log_every == 0 or last:
                 bar.set_postfix(loss=f"{s['ce'] / s['n']:.3f}", lr=f"{lr:.2e}", tok_s=f"{rec['tok_s']:.0f}",
                                 mfu=f"{rec['mfu']:.0%}" if rec["mfu"] else "-")
-    return {"out_dir": str(out_dir), "step": step, "tokens": tokens, "seconds": time.perf_counter() - t_start,
+    return {"out_dir": str(out_dir), "step": step, "tokens": tokens, "seconds": time.perf_counter() - t_start, "elapsed_s": elapsed,
             **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")}}
 
-# %% ../../nbs/08_trainer.ipynb #95de6ce9
+# %% ../../nbs/08_trainer.ipynb #08939b81
 def main(argv: list[str] | None = None) -> int:
     "CLI entry point; see the module docs for exit codes."
     ap = argparse.ArgumentParser(prog="python -m enlace.train.train", description="Train a run config.")
@@ -187,9 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_intermixed_args(argv)  # options may come before, between or after the overrides
     try:
         cfg = load_config(args.run, args.overrides)
-        summary = train(cfg, args.out or Path("runs") / cfg.name, fresh=args.fresh, progress=not args.no_progress,
-                        log=lambda m: print(m, file=sys.stderr))
-    except (ConfigError, backends.HardwareError, CheckpointError) as e:
+        out = Path(args.out or Path("runs") / cfg.name)
+        summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=lambda m: print(m, file=sys.stderr))
+        summary["model_file"] = str(export_run(out, cfg))  # what evaluation and generation load
+    except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (ShardError, OSError) as e:
@@ -198,5 +215,5 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary))
     return 0
 
-# %% ../../nbs/08_trainer.ipynb #1b778734
+# %% ../../nbs/08_trainer.ipynb #50468c05
 if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())

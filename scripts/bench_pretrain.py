@@ -1,0 +1,163 @@
+"""Benchmark: our pretraining recipe vs a nanoGPT-style recipe, same text, same wall-clock budget, same run.
+
+Ours: configs/runs/pretrain-cpu.yaml (our BPE tokenizer, modern block, WSD), trained by enlace.train.
+Baseline: nanoGPT's recipe (GPT-2 block with learned positions, tied head and nanoGPT's init; AdamW with
+betas (0.9, 0.99); warmup + cosine to lr/10; random windows of byte tokens), in this file. Both get the same
+training seconds (`--budget`, eval and checkpoints included for ours) and the same autocast dtype (the
+hardware profile of ours), and both are scored with enlace.eval.bpb on the same held-out novel (cleaned as the
+training text is, and also as the raw file) and on the val split of the same cleaned corpus, in bits per
+UTF-8 byte.
+
+Needs the shards of scripts/prepare_smoke_data.sh (here: `--from ../shared/corpus/es --vocab 4096 --out
+data/shards/es-4k`); the byte shards for the baseline are made from the same raw folder on first use.
+Prints a table and writes JSON:
+    .venv/bin/python scripts/bench_pretrain.py [--budget 600] [--out runs/bench/pretrain-vs-baseline.json]
+"""
+import argparse, json, math, sys, time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_model import GPT2  # noqa: E402  (the GPT-2 block shared with bench_model.py)
+
+from enlace.config.schema import TrainConfig, load_config
+from enlace.data.loader import open_shards
+from enlace.data.prepare import prepare
+from enlace.eval.bpb import bits_per_byte, cleaned_text, read_text, text_ids
+from enlace.model.file import export_run, load_model, load_tokenizer
+from enlace.tokenizer.bpe import load as load_tokenizer_dir
+from enlace.train import backends
+from enlace.train.train import lr_at, plan_steps, train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# nanoGPT's char-level recipe (config/train_shakespeare_char.py) at the size its README suggests for CPUs,
+# widened a little; lengths in steps are re-planned from the time budget like ours.
+BASELINE = {"n_layer": 4, "n_head": 4, "n_embd": 256, "block_size": 128, "batch_size": 16, "dropout": 0.0,
+            "lr": 2e-3, "min_lr": 2e-4, "warmup_iters": 100, "betas": [0.9, 0.99], "weight_decay": 0.1, "grad_clip": 1.0}
+
+
+def nanogpt_init(model: GPT2, n_layer: int) -> GPT2:
+    "nanoGPT's init: N(0, 0.02) weights, zero biases, residual projections scaled by 1/sqrt(2 n_layer)."
+    for name, p in model.named_parameters():
+        if name.endswith("bias"): nn.init.zeros_(p)
+        elif p.dim() == 2: nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer) if name.endswith("proj.weight") else 0.02)
+    return model
+
+
+def flat_tokens(folder: Path, split: str) -> np.ndarray:
+    "All tokens of a split as one array (nanoGPT trains on random windows of one long stream)."
+    return np.concatenate([np.asarray(s) for s in open_shards(folder, split)]).astype(np.int64)
+
+
+def train_baseline(data: Path, budget: float, hw, seed: int = 1337, log=print) -> tuple[GPT2, dict]:
+    "nanoGPT's training loop on byte shards for `budget` seconds; returns the model and a summary."
+    b = BASELINE
+    torch.manual_seed(seed)
+    train_ids = torch.from_numpy(flat_tokens(data, "train"))
+    vocab = json.loads((data / "manifest.json").read_text())["vocab_size"]
+    model = nanogpt_init(GPT2(vocab, b["n_embd"], b["n_layer"], b["n_head"], b["block_size"], 4 * b["n_embd"]), b["n_layer"])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": b["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=b["lr"], betas=tuple(b["betas"]))
+    # the schedule is expressed with our TrainConfig so that both recipes plan their length the same way
+    t = TrainConfig(seed=seed, max_steps=10**6, time_budget_s=budget, seq_len=b["block_size"], batch_size=b["batch_size"],
+                    lr=b["lr"], min_lr_ratio=b["min_lr"] / b["lr"], schedule="cosine", warmup_steps=b["warmup_iters"],
+                    decay_frac=0.5, decay_shape="cosine", weight_decay=b["weight_decay"], betas=tuple(b["betas"]), eps=1e-8,
+                    grad_clip=b["grad_clip"], z_loss=0.0, eval_every=10**6, eval_batches=1, ckpt_every=10**6, keep_last=1, log_every=100)
+    g = torch.Generator().manual_seed(seed)
+    step, total, t0, loss = 0, t.max_steps, time.perf_counter(), float("nan")
+    while step < total and time.perf_counter() - t0 < budget:
+        ix = torch.randint(len(train_ids) - b["block_size"] - 1, (b["batch_size"],), generator=g)
+        x = torch.stack([train_ids[i:i + b["block_size"]] for i in ix])
+        y = torch.stack([train_ids[i + 1:i + 1 + b["block_size"]] for i in ix])
+        for group in opt.param_groups: group["lr"] = lr_at(step, t, total)
+        with backends.autocast(hw):
+            loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), b["grad_clip"])
+        opt.step(); opt.zero_grad(set_to_none=True)
+        step += 1
+        total = plan_steps(step, time.perf_counter() - t0, t, total)
+        if step % 200 == 0: log(f"baseline step {step}/{total}: loss {loss.item():.4f} ({loss.item() / math.log(2):.3f} bits/byte)")
+    return model.eval(), {"steps": step, "tokens": step * b["batch_size"] * b["block_size"], "seconds": time.perf_counter() - t0,
+                          "train_loss": loss.item()}
+
+
+def val_bpb(forward, data: Path, window: int) -> float:
+    "Bits per byte of the val split (documents separated by <|eos|>) scored in windows."
+    man = json.loads((data / "manifest.json").read_text())
+    return bits_per_byte(forward, flat_tokens(data, "val").tolist(), man["splits"]["val"]["bytes"], window)["bpb"]
+
+
+def heldout_bpb(forward, tok, files: list, window: int, raw: bool) -> float:
+    "Bits per byte over all held-out files, each scored as one text (cleaned as for training unless `raw`)."
+    bits = nbytes = 0
+    for p in files:
+        text = read_text(p) if raw else cleaned_text(p)
+        r = bits_per_byte(forward, text_ids(text, tok), len(text.encode("utf-8")), window)
+        bits, nbytes = bits + r["bits"], nbytes + r["bytes"]
+    return bits / nbytes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=600.0, help="training seconds for each recipe")
+    ap.add_argument("--run", default="configs/runs/pretrain-cpu.yaml", help="our run file")
+    ap.add_argument("--raw", default="data/raw/es", help="raw text both shard folders are made from")
+    ap.add_argument("--bytes-data", default="data/shards/es-bytes", help="byte shards for the baseline (made if missing)")
+    ap.add_argument("--heldout", nargs="+", default=None, help="held-out text files (default data/heldout/*.txt)")
+    ap.add_argument("--out", default="runs/bench/pretrain-vs-baseline.json")
+    a = ap.parse_args()
+    cfg = load_config(ROOT / a.run, [f"train.time_budget_s={a.budget}"])
+    ours_data, raw_dir, bytes_data = ROOT / cfg.data.path, ROOT / a.raw, ROOT / a.bytes_data
+    heldout = [Path(p) for p in a.heldout] if a.heldout else sorted((ROOT / "data/heldout").glob("*.txt"))
+    if not (ours_data / "manifest.json").is_file() or not raw_dir.is_dir() or not heldout:
+        sys.exit(f"error: no shards in {ours_data}, raw text in {raw_dir} or held-out text in data/heldout; "
+                 f"run scripts/prepare_smoke_data.sh --from ../shared/corpus/es --vocab {cfg.model.vocab_size} --out {cfg.data.path} first")
+    for p in heldout: read_text(p)  # an unreadable held-out file fails now, not after 20 minutes
+    prepare([str(raw_dir)], bytes_data, train_vocab=264, progress=False, log=lambda m: None)  # resumable: free once done
+    backends.setup(cfg.hardware)  # a profile this machine cannot honour stops here, before any training
+
+    print(f"ours: {cfg.name} for {a.budget:.0f} s ...", flush=True)
+    run_dir = ROOT / "runs/bench/ours"
+    summary = train(cfg, run_dir, fresh=True, progress=False, log=lambda m: None)
+    path = export_run(run_dir, cfg)
+    model, man = load_model(path)
+    tok = load_tokenizer(path, man)
+    ours = {raw: heldout_bpb(model, tok, heldout, cfg.train.seq_len, raw) for raw in (False, True)}
+    ours_val = val_bpb(model, ours_data, cfg.train.seq_len)
+
+    print(f"baseline: nanoGPT-style on bytes for {a.budget:.0f} s ...", flush=True)
+    base_model, bsum = train_baseline(bytes_data, a.budget, cfg.hardware, cfg.train.seed, log=lambda m: print(m, flush=True))
+    w = BASELINE["block_size"]
+    base_tok = load_tokenizer_dir(bytes_data / "tokenizer")  # 256 byte symbols + our specials, no merges
+    base = {raw: heldout_bpb(base_model, base_tok, heldout, w, raw) for raw in (False, True)}
+    base_val = val_bpb(base_model, bytes_data, w)
+
+    res = {"budget_s": a.budget, "heldout": [str(p) for p in heldout],
+           "ours_bpb": ours[False], "baseline_bpb": base[False], "ours_val_bpb": ours_val, "baseline_val_bpb": base_val,
+           "ratio": ours[False] / base[False], "val_ratio": ours_val / base_val,
+           "ours_bpb_raw": ours[True], "baseline_bpb_raw": base[True], "ratio_raw": ours[True] / base[True],
+           "ours": {"config": cfg.model_dump(mode="json"), "model_file": str(path), "steps": summary["step"],
+                    "tokens": summary["tokens"], "train_seconds": summary["elapsed_s"]},
+           "baseline": {"config": BASELINE, "vocab": "bytes", "dtype": cfg.hardware.dtype, **bsum},
+           "torch": torch.__version__, "threads": torch.get_num_threads()}
+    print(f"\n{'':10} {'held-out bpb':>13} {'(raw file)':>11} {'val bpb':>9} {'steps':>7} {'tokens':>11}")
+    print(f"{'ours':10} {ours[False]:13.4f} {ours[True]:11.4f} {ours_val:9.4f} {summary['step']:7d} {summary['tokens']:11,}")
+    print(f"{'baseline':10} {base[False]:13.4f} {base[True]:11.4f} {base_val:9.4f} {bsum['steps']:7d} {bsum['tokens']:11,}")
+    print(f"ratio ours/baseline: {res['ratio']:.3f} held-out ({res['ratio_raw']:.3f} raw), {res['val_ratio']:.3f} val (target <= 0.85); "
+          f"ours {res['ours_bpb']:.3f} bits/byte on the held-out novel (target <= 1.73)")
+    out = ROOT / a.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

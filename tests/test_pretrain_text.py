@@ -1,0 +1,71 @@
+"Stage 1 end to end on a tiny corpus: text -> shards -> a time-budgeted run -> model file -> bits per byte -> samples."
+import json
+import random
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+
+from enlace.config.schema import load_config
+from enlace.data.prepare import prepare
+from enlace.eval.bpb import score_file
+from enlace.model.file import export_run, load_model, load_tokenizer
+from enlace.train.train import train
+
+WORDS = "la casa del pueblo tenía una puerta verde y un patio con flores donde jugaban los niños cada tarde".split()
+TINY = ["model.vocab_size=320", "model.d_model=64", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.d_ff=128",
+        "train.seq_len=64", "train.batch_size=8", "train.warmup_steps=5", "train.eval_every=20", "train.ckpt_every=20", "train.eval_batches=2"]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    "A few hundred Spanish-like paragraphs in .txt files, prepared with a 320-token tokenizer."
+    root = tmp_path_factory.mktemp("pretrain")
+    rng = random.Random(0)
+    (root / "raw").mkdir()
+    for i in range(6):
+        paras = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 40))).capitalize() + "." for _ in range(120)]
+        (root / "raw" / f"libro{i}.txt").write_text("\n".join(paras), encoding="utf-8")
+    prepare([str(root / "raw")], root / "shards", train_vocab=320, val_per_mille=200, workers=1, progress=False, log=lambda m: None,
+            doc_chars=1000)  # ~100 short documents, ~20 of them in val
+    return root
+
+
+def test_time_budget_run_exports_a_model_that_scores_text(shards, tmp_path):
+    cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [f"data.path={shards / 'shards'}", "train.time_budget_s=6", *TINY])
+    res = train(cfg, tmp_path / "run", progress=False, log=lambda m: None)
+    assert res["elapsed_s"] < 9 and res["step"] > 20 and res["val_bpb"] < 4.0, res  # learned something in 6 s
+    path = export_run(tmp_path / "run", cfg)
+    model, man = load_model(path)
+    tok = load_tokenizer(path, man)
+    assert man["seq_len"] == 64 and man["tokenizer"]["type"] == "bpe" and tok.get_vocab_size() == 320
+    seen = tmp_path / "seen.txt"
+    seen.write_text((shards / "raw/libro0.txt").read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    other = tmp_path / "other.txt"
+    other.write_text("Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. " * 20, encoding="utf-8")
+    s, o = score_file(model, man, tok, seen), score_file(model, man, tok, other)
+    assert s["bpb"] < 0.6 * o["bpb"], (s["bpb"], o["bpb"])  # its own kind of text is far cheaper than German
+
+    # the CLI gives the same figures
+    r = subprocess.run([sys.executable, "-m", "enlace.eval.bpb", "--model", str(path), str(seen), str(other), "--json", "--no-progress"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [round(f["bpb"], 6) for f in out["files"]] == [round(s["bpb"], 6), round(o["bpb"], 6)]
+    r = subprocess.run([sys.executable, "-m", "enlace.eval.bpb", "--model", str(path), str(tmp_path / "nope.txt")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "nope.txt: no such file" in r.stderr
+
+
+def test_run_notebook_shows_samples_for_a_text_model(shards, tmp_path):
+    out = tmp_path / "report.ipynb"
+    over = json.dumps([f"data.path={shards / 'shards'}", *TINY])
+    r = subprocess.run([sys.executable, "-m", "papermill", "nbs/train.ipynb", str(out), "-p", "run", "configs/runs/pretrain-cpu.yaml",
+                        "-p", "hardware", "cpu", "-p", "tiny", "True", "-y", f"overrides: {over}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", []))
+    assert "model file:" in text and "Era una noche de invierno y" in text, text[-2000:]
