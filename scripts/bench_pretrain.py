@@ -11,7 +11,7 @@ UTF-8 byte.
 Needs the shards of scripts/prepare_smoke_data.sh (here: `--from ../shared/corpus/es --vocab 4096 --out
 data/shards/es-4k`); the byte shards for the baseline are made from the same raw folder on first use.
 Prints a table and writes JSON:
-    .venv/bin/python scripts/bench_pretrain.py [--budget 600] [--out runs/bench/pretrain-vs-baseline.json]
+    .venv/bin/python scripts/bench_pretrain.py [KEY=VALUE...] [--budget 600] [--out runs/bench/pretrain-vs-baseline.json]
 """
 import argparse, json, math, sys, time
 from pathlib import Path
@@ -26,7 +26,7 @@ from bench_model import GPT2  # noqa: E402  (the GPT-2 block shared with bench_m
 
 from enlace.config.schema import TrainConfig, load_config
 from enlace.data.loader import open_shards
-from enlace.data.prepare import prepare
+from enlace.data.prepare import PrepareError, prepare
 from enlace.eval.bpb import bits_per_byte, cleaned_text, read_text, text_ids
 from enlace.model.file import export_run, load_model, load_tokenizer
 from enlace.tokenizer.bpe import load as load_tokenizer_dir
@@ -107,6 +107,7 @@ def heldout_bpb(forward, tok, files: list, window: int, raw: bool) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("overrides", nargs="*", help="dotted overrides of our run, e.g. model.d_model=256")
     ap.add_argument("--budget", type=float, default=600.0, help="training seconds for each recipe")
     ap.add_argument("--run", default="configs/runs/pretrain-cpu.yaml", help="our run file")
     ap.add_argument("--raw", default="data/raw/es", help="raw text both shard folders are made from")
@@ -114,14 +115,15 @@ def main():
     ap.add_argument("--heldout", nargs="+", default=None, help="held-out text files (default data/heldout/*.txt)")
     ap.add_argument("--out", default="runs/bench/pretrain-vs-baseline.json")
     a = ap.parse_args()
-    cfg = load_config(ROOT / a.run, [f"train.time_budget_s={a.budget}"])
+    cfg = load_config(ROOT / a.run, [*a.overrides, f"train.time_budget_s={a.budget}"])
     ours_data, raw_dir, bytes_data = ROOT / cfg.data.path, ROOT / a.raw, ROOT / a.bytes_data
     heldout = [Path(p) for p in a.heldout] if a.heldout else sorted((ROOT / "data/heldout").glob("*.txt"))
     if not (ours_data / "manifest.json").is_file() or not raw_dir.is_dir() or not heldout:
         sys.exit(f"error: no shards in {ours_data}, raw text in {raw_dir} or held-out text in data/heldout; "
                  f"run scripts/prepare_smoke_data.sh --from ../shared/corpus/es --vocab {cfg.model.vocab_size} --out {cfg.data.path} first")
     for p in heldout: read_text(p)  # an unreadable held-out file fails now, not after 20 minutes
-    prepare([str(raw_dir)], bytes_data, train_vocab=264, progress=False, log=lambda m: None)  # resumable: free once done
+    try: prepare([str(raw_dir)], bytes_data, train_vocab=264, progress=False, log=lambda m: None)  # resumable: free once done
+    except PrepareError as e: sys.exit(f"error: {e}")
     backends.setup(cfg.hardware)  # a profile this machine cannot honour stops here, before any training
 
     print(f"ours: {cfg.name} for {a.budget:.0f} s ...", flush=True)
