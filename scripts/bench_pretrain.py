@@ -6,7 +6,9 @@ betas (0.9, 0.99); warmup + cosine to lr/10; random windows of byte tokens), in 
 training seconds (`--budget`, eval and checkpoints included for ours) and the same autocast dtype (the
 hardware profile of ours), and both are scored with enlace.eval.bpb on the same held-out novel (cleaned as the
 training text is, and also as the raw file) and on the val split of the same cleaned corpus, in bits per
-UTF-8 byte.
+UTF-8 byte. Ours compiles (`hardware.compile: true` in its run file) and uses fused AdamW; the baseline runs
+eager with the default AdamW, as nanoGPT does on a CPU (its README says `--compile=False` there, and it fuses
+AdamW only on CUDA).
 
 Needs the shards of scripts/prepare_smoke_data.sh (here: `--from ../shared/corpus/es --vocab 4096 --out
 data/shards/es-4k`); the byte shards for the baseline are made from the same raw folder on first use.

@@ -17,7 +17,8 @@ from enlace.train.train import train
 
 WORDS = "la casa del pueblo tenía una puerta verde y un patio con flores donde jugaban los niños cada tarde".split()
 TINY = ["model.vocab_size=320", "model.d_model=64", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.d_ff=128",
-        "train.seq_len=64", "train.batch_size=8", "train.warmup_steps=5", "train.eval_every=20", "train.ckpt_every=20", "train.eval_batches=2"]
+        "train.seq_len=64", "train.batch_size=8", "train.warmup_steps=5", "train.eval_every=20", "train.ckpt_every=20", "train.eval_batches=2",
+        "hardware.compile=false"]  # compiling would eat the 6-s budget of the timed test; test_compiled_run_matches_eager compiles
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +70,18 @@ def test_run_notebook_shows_samples_for_a_text_model(shards, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", []))
     assert "model file:" in text and "Era una noche de invierno y" in text, text[-2000:]
+
+
+def test_compiled_run_matches_eager(shards, tmp_path):
+    "pretrain-cpu compiles: the compiled model trains like the eager one (float32, same steps) and resumes from its checkpoint."
+    fixed = [f"data.path={shards / 'shards'}", *TINY, "hardware.dtype=float32", "train.time_budget_s=null", "train.max_steps=6", "train.warmup_steps=1",
+             "train.ckpt_every=3"]
+    losses = {}
+    for c in ("false", "true"):
+        cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [*fixed, f"hardware.compile={c}"])
+        train(cfg, tmp_path / c, progress=False, log=lambda m: None)
+        losses[c] = [json.loads(line)["loss"] for line in (tmp_path / c / "metrics.jsonl").read_text().splitlines()]
+    assert len(losses["true"]) == 6 and losses["true"] == pytest.approx(losses["false"], rel=1e-4), losses
+    cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [*fixed, "hardware.compile=true", "train.max_steps=9"])
+    res = train(cfg, tmp_path / "true", progress=False, log=lambda m: None)  # resumes at step 6 (the compiled model's own weights)
+    assert res["step"] == 9 and len((tmp_path / "true" / "metrics.jsonl").read_text().splitlines()) == 9

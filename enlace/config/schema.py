@@ -98,6 +98,7 @@ class TrainConfig(Schema):
     seq_len: PositiveInt
     batch_size: PositiveInt  # sequences per optimizer step (all micro-batches together)
     lr: PositiveFloat
+    embed_lr_mult: PositiveFloat = 1.0  # the token embedding's lr as a multiple of lr
     min_lr_ratio: float = Field(ge=0, le=1)  # final lr as a fraction of lr
     schedule: Literal["wsd", "cosine"]
     warmup_steps: NonNegativeInt

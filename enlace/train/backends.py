@@ -8,6 +8,8 @@ Docs: https://enlace-lm.github.io/enlace/backends.html.md"""
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import time
 from dataclasses import dataclass
 
@@ -35,6 +37,7 @@ class DeviceInfo:
     torch_version: str = torch.__version__
     cuda_version: str | None = None
     kernels: tuple[str, ...] = ("math",)  # SDPA kernels that ran on this device
+    cxx: bool = True  # a C++ compiler is on PATH (torch.compile needs one)
 
     @property
     def bf16(self) -> bool:
@@ -53,15 +56,19 @@ def _kernel_runs(kernel: str, device: str) -> bool:
         return True
     except RuntimeError: return False
 
+def _has_cxx() -> bool:
+    "Is there a C++ compiler where torch.compile looks for one ($CXX, c++, g++, clang++)?"
+    return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++") if c)
+
 def describe_device(kind: str = "cuda") -> DeviceInfo:
     "Describe the real device of this kind (`cuda:0` or the CPU); a `cuda` ask with no GPU returns the CPU."
     if kind == "cuda" and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         return DeviceInfo("cuda", p.name, (p.major, p.minor), round(p.total_memory / 2**30, 1), torch.__version__,
-                          torch.version.cuda, tuple(k for k in KERNELS if _kernel_runs(k, "cuda")))
+                          torch.version.cuda, tuple(k for k in KERNELS if _kernel_runs(k, "cuda")), _has_cxx())
     import platform
     return DeviceInfo("cpu", platform.processor() or platform.machine() or "cpu",
-                      kernels=tuple(k for k in KERNELS if _kernel_runs(k, "cpu")))
+                      kernels=tuple(k for k in KERNELS if _kernel_runs(k, "cpu")), cxx=_has_cxx())
 
 # %% ../../nbs/02_backends.ipynb #23bcb928
 class HardwareError(RuntimeError):
@@ -102,6 +109,9 @@ def check_hardware(hw: HardwareConfig, dev: DeviceInfo) -> None:
     if hw.attention not in dev.kernels:
         raise HardwareError(f"{dev.label} cannot run the {hw.attention} attention kernel that {p} asks for "
                             f"(available: {', '.join(dev.kernels) or 'none'}); {use}")
+    if hw.compile and not dev.cxx:
+        raise HardwareError(f"{p} sets compile: true but torch.compile needs a C++ compiler and none is on PATH "
+                            f"($CXX, c++, g++, clang++); install one (e.g. apt install g++) or set hardware.compile=false")
     if hw.device == "cuda" and hw.min_memory_gb and (dev.memory_gb or 0) < hw.min_memory_gb:
         raise HardwareError(f"GPU {dev.label} has {dev.memory_gb} GB but {p} is sized for >= {hw.min_memory_gb} GB; "
                             f"lower hardware.batch_size or {use}")

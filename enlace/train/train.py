@@ -30,7 +30,8 @@ from . import backends
 from .checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'lr_at', 'plan_steps', 'make_optimizer', 'accumulate', 'evaluate', 'check_resume', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'evaluate', 'check_resume',
+           'train', 'main']
 
 # %% ../../nbs/08_trainer.ipynb #a8de9505
 def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
@@ -49,20 +50,27 @@ def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
     return lo + (t.lr - lo) * f
 
 # %% ../../nbs/08_trainer.ipynb #feb6762f
-def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int) -> int:
-    "Total steps that fit `t.time_budget_s` at the pace so far; fixed once the decay phase has started."
-    if t.time_budget_s is None or step == 0 or elapsed <= 0: return total
+def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int, mark: tuple[int, float] = (0, 0.0)) -> int:
+    "Total steps that fit `t.time_budget_s` at the pace since `mark` (step, elapsed); fixed once the decay phase has started."
+    if t.time_budget_s is None or step <= mark[0] or elapsed <= mark[1]: return total
     if step >= total - max(1, round(t.decay_frac * total)): return total
-    return max(step + 1, min(t.max_steps, int(t.time_budget_s * step / elapsed)))
+    pace = (step - mark[0]) / (elapsed - mark[1])
+    return max(step + 1, min(t.max_steps, step + int((t.time_budget_s - elapsed) * pace)))
 
 # %% ../../nbs/08_trainer.ipynb #6d08024b
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
-    "AdamW; weight decay only on 2-D weights other than the token embedding."
-    decay, no_decay = [], []
+    "AdamW; weight decay only on 2-D weights other than the token embedding, which is a group of its own (see set_lr)."
+    decay, no_decay, embed = [], [], []
     for name, p in model.named_parameters():
-        (decay if p.dim() >= 2 and not name.startswith("embed.") else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps)
+        (embed if name.startswith("embed.") else decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0},
+              {"params": embed, "weight_decay": 0.0, "embed": True}]
+    fused = next(model.parameters()).device.type in ("cpu", "cuda")
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
+
+def set_lr(opt: torch.optim.Optimizer, lr: float, t: TrainConfig) -> None:
+    "The schedule's lr on every group, times `t.embed_lr_mult` on the token embedding's."
+    for g in opt.param_groups: g["lr"] = lr * (t.embed_lr_mult if g.get("embed") else 1.0)
 
 # %% ../../nbs/08_trainer.ipynb #47a8d201
 def accumulate(model, micro: list[dict], hw, z_weight: float, scaler) -> dict:
@@ -150,7 +158,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, dev)
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]
     params = [p for p in model.parameters()]
-    rec, t_start, elapsed = {}, time.perf_counter(), elapsed0
+    rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
     # a terminal gets a live bar; a log file or a notebook (whose stderr may claim to be a tty) a line every 10 s
     refresh = 1.0 if sys.stderr.isatty() and "ipykernel" not in sys.modules else 10.0
     out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
@@ -161,7 +169,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             micro = [{k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()} for _ in range(accum)]
             t_data = time.perf_counter() - t0
             lr = lr_at(step, t, total)
-            for g in opt.param_groups: g["lr"] = lr
+            set_lr(opt, lr, t)
             s = accumulate(cmodel, micro, hw, t.z_loss, scaler)
             scaler.unscale_(opt)
             gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip if t.grad_clip > 0 else float("inf")).item()
@@ -169,7 +177,8 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             if device.type == "cuda": torch.cuda.synchronize()
             step, tokens, dt = step + 1, tokens + s["n"], time.perf_counter() - t0
             elapsed = elapsed0 + time.perf_counter() - t_start
-            if (new := plan_steps(step, elapsed, t, total)) != total: total = bar.total = new
+            mark = mark or (step, elapsed)  # the pace is measured after this session's first step (compilation)
+            if (new := plan_steps(step, elapsed, t, total, mark)) != total: total = bar.total = new
             last = step >= total or out_of_time()
             rec = {"step": step, "loss": _finite(s["ce"] / s["n"]), "z_loss": _finite(s["z"] / s["n"]), "lr": lr, "grad_norm": _finite(gnorm),
                    "tokens": tokens, "tok_s": s["n"] / dt, "mfu": s["n"] * fpt / dt / peak if peak else None,
