@@ -29,7 +29,7 @@ from bench_model import GPT2  # noqa: E402  (the GPT-2 block shared with bench_m
 from enlace.config.schema import TrainConfig, load_config
 from enlace.data.loader import open_shards
 from enlace.data.prepare import PrepareError, prepare
-from enlace.eval.bpb import bits_per_byte, cleaned_text, read_text, text_ids
+from enlace.eval.bpb import bits_per_byte, read_text, score_file
 from enlace.model.file import export_run, load_model, load_tokenizer
 from enlace.tokenizer.bpe import load as load_tokenizer_dir
 from enlace.train import backends
@@ -99,12 +99,8 @@ def val_bpb(forward, data: Path, window: int) -> float:
 
 def heldout_bpb(forward, tok, files: list, window: int, raw: bool) -> float:
     "Bits per byte over all held-out files, each scored as one text (cleaned as for training unless `raw`)."
-    bits = nbytes = 0
-    for p in files:
-        text = read_text(p) if raw else cleaned_text(p)
-        r = bits_per_byte(forward, text_ids(text, tok), len(text.encode("utf-8")), window)
-        bits, nbytes = bits + r["bits"], nbytes + r["bytes"]
-    return bits / nbytes
+    rs = [score_file(forward, {}, tok, p, window, raw=raw) for p in files]
+    return sum(r["bits"] for r in rs) / sum(r["bytes"] for r in rs)
 
 
 def main():

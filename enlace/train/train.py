@@ -30,10 +30,14 @@ from . import backends
 from .checkpoint import CheckpointError, find_checkpoint, load_checkpoint, save_checkpoint
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'evaluate', 'check_resume',
-           'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'evaluate',
+           'check_resume', 'train', 'main']
 
 # %% ../../nbs/08_trainer.ipynb #a8de9505
+def decay_steps(t: TrainConfig, total: int) -> int:
+    "Length of WSD's final decay phase in a run of `total` steps (at least one step)."
+    return max(1, round(t.decay_frac * total))
+
 def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
     "Learning rate for optimizer step `step` (0-based) of a run of `total` steps (default `t.max_steps`)."
     total = total or t.max_steps
@@ -42,7 +46,7 @@ def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
     if t.schedule == "cosine":
         p = (step - t.warmup_steps + 1) / max(1, total - t.warmup_steps)
         return lo + (t.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0)))
-    n_decay = max(1, round(t.decay_frac * total))
+    n_decay = decay_steps(t, total)
     start = total - n_decay
     if step < start: return t.lr
     p = min(1.0, (step - start + 1) / n_decay)
@@ -53,7 +57,7 @@ def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
 def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int, mark: tuple[int, float] = (0, 0.0)) -> int:
     "Total steps that fit `t.time_budget_s` at the pace since `mark` (step, elapsed); fixed once the decay phase has started."
     if t.time_budget_s is None or step <= mark[0] or elapsed <= mark[1]: return total
-    if step >= total - max(1, round(t.decay_frac * total)): return total
+    if step >= total - decay_steps(t, total): return total
     pace = (step - mark[0]) / (elapsed - mark[1])
     return max(step + 1, min(t.max_steps, step + int((t.time_budget_s - elapsed) * pace)))
 
