@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from enlace.config.schema import load_config, micro_batch
-from enlace.data.loader import Loader, make_data, read_shard, shard_windows, write_shard
-from enlace.model.transformer import Transformer
-from enlace.train import backends
-from enlace.train.train import accumulate, make_optimizer
+from enlace.config import load_config, micro_batch
+from enlace.dataloader import Loader, make_data, shard_windows
+from enlace.shards import read_shard, write_shard
+from enlace.model import Transformer
+from enlace import backends
+from enlace.train import accumulate, make_optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

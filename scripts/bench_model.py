@@ -13,9 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-from enlace.config.schema import load_layer
-from enlace.model.transformer import Transformer, flops_per_token, lm_loss, param_count
-from enlace.train.backends import KERNELS, measure_matmul_flops
+from enlace.config import load_layer
+from enlace.model import Transformer, flops_per_token, lm_loss, param_count
+from enlace.backends import KERNELS, measure_matmul_flops
 
 ROOT = Path(__file__).resolve().parent.parent
 

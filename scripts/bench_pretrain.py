@@ -4,7 +4,7 @@ Ours: configs/runs/pretrain-cpu.yaml (our BPE tokenizer, modern block, WSD), tra
 Baseline: nanoGPT's recipe (GPT-2 block with learned positions, tied head and nanoGPT's init; AdamW with
 betas (0.9, 0.99); warmup + cosine to lr/10; random windows of byte tokens), in this file. Both get the same
 training seconds (`--budget`, eval and checkpoints included for ours) and the same autocast dtype (the
-hardware profile of ours), and both are scored with enlace.eval.bpb on the same held-out novel (cleaned as the
+hardware profile of ours), and both are scored with enlace.bpb on the same held-out novel (cleaned as the
 training text is, and also as the raw file) and on the val split of the same cleaned corpus, in bits per
 UTF-8 byte. Ours compiles (`hardware.compile: true` in its run file) and uses fused AdamW; the baseline runs
 eager with the default AdamW, as nanoGPT does on a CPU (its README says `--compile=False` there, and it fuses
@@ -26,14 +26,14 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model import GPT2  # noqa: E402  (the GPT-2 block shared with bench_model.py)
 
-from enlace.config.schema import TrainConfig, load_config
-from enlace.data.loader import open_shards
-from enlace.data.prepare import PrepareError, prepare
-from enlace.eval.bpb import bits_per_byte, read_text, score_file
-from enlace.model.file import export_run, load_model, load_tokenizer
-from enlace.tokenizer.bpe import load as load_tokenizer_dir
-from enlace.train import backends
-from enlace.train.train import lr_at, plan_steps, train
+from enlace.config import TrainConfig, load_config
+from enlace.shards import open_shards
+from enlace.prepare import PrepareError, prepare
+from enlace.bpb import bits_per_byte, read_text, score_file
+from enlace.checkpoint import export_run, load_model, load_tokenizer
+from enlace.tokenizer import load as load_tokenizer_dir
+from enlace import backends
+from enlace.train import lr_at, plan_steps, train
 
 ROOT = Path(__file__).resolve().parent.parent
 

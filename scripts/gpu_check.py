@@ -13,15 +13,15 @@ from pathlib import Path
 
 import torch
 
-from enlace.config.schema import load_config
-from enlace.model.transformer import Transformer, flops_per_token, lm_loss
-from enlace.train import backends
+from enlace.config import load_config
+from enlace.model import Transformer, flops_per_token, lm_loss
+from enlace import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def train(out, overrides, env=None):
-    cmd = [sys.executable, "-m", "enlace.train.train", "configs/runs/smoke-cpu.yaml", *overrides, "--out", str(out), "--no-progress"]
+    cmd = [sys.executable, "-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *overrides, "--out", str(out), "--no-progress"]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 

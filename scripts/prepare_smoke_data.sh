@@ -6,7 +6,7 @@
 #                     (default Galdos_Tristana) go to data/heldout/. Developers: --from ../shared/corpus/es
 #        (default)    download the pinned Project Gutenberg list configs/data/gutenberg-es.tsv (--list FILE),
 #                     checking each book's sha256; books already present with the right hash are skipped
-#   2. python -m enlace.data.prepare data/raw/es --out data/shards/es --train-tokenizer 16384 (resumable)
+#   2. python -m enlace.prepare data/raw/es --out data/shards/es --train-tokenizer 16384 (resumable)
 #
 # usage: scripts/prepare_smoke_data.sh [--from DIR] [--vocab N] [--out DIR] [--mirror URL] [--list FILE] [--pin]
 #                                      [--heldout TEXT] [--data-root DIR] [-- PREPARE_ARGS...]
@@ -15,7 +15,7 @@
 #   --mirror URL     a Gutenberg mirror's base URL instead of https://www.gutenberg.org (URL/cache/epub/ID/pgID.txt)
 #   --pin            download books whose sha256 is "-" (not pinned yet) and write the sha256 into the list
 #   --data-root DIR  instead of data/ (raw/es, heldout and shards/es go under it)
-#   -- ARGS          passed on to enlace.data.prepare (e.g. -- --no-progress)
+#   -- ARGS          passed on to enlace.prepare (e.g. -- --no-progress)
 # Exit: 0 done; 1 with one line on stderr (offline, hash mismatch, unpinned book, bad list); 2 from prepare.
 # ENLACE_PYTHON=/path/to/python uses that interpreter as is, instead of creating or updating .venv (tests do).
 set -euo pipefail
@@ -59,7 +59,7 @@ if [ -n "$FROM" ]; then set -- link "$FROM" "$HELDOUT"; else set -- download "$L
 import hashlib, os, re, socket, sys, time, unicodedata, urllib.error, urllib.parse, urllib.request
 from pathlib import Path
 
-from enlace.tokenizer.bpe import sha256_file as sha256
+from enlace.tokenizer import sha256_file as sha256
 
 def die(msg):
     print(f"error: {msg}", file=sys.stderr); sys.exit(1)
@@ -197,7 +197,7 @@ raw, held, mode, *args = sys.argv[1:]
 PY
 
 # Step 2: clean, train the tokenizer and write the shards (resumable: a second run reuses everything).
-"$PY" -m enlace.data.prepare "$RAW" --out "$OUT" --train-tokenizer "$VOCAB" ${PREP_ARGS[@]+"${PREP_ARGS[@]}"}
+"$PY" -m enlace.prepare "$RAW" --out "$OUT" --train-tokenizer "$VOCAB" ${PREP_ARGS[@]+"${PREP_ARGS[@]}"}
 echo "[data] shards: $OUT (manifest.json)"
 echo "[data] tokenizer: $OUT/tokenizer"
 echo "[data] held-out: $(find "$HELD" -maxdepth 1 -name '*.txt' | sort | tr '\n' ' ')"

@@ -20,7 +20,7 @@ commands:
                                   _proc/ .git/ .env); --delete also removes server files deleted here
   run [--name NAME] CONFIG_OR_NOTEBOOK [ARGS...]
                                   start a run in a tmux session on the server (it survives closing SSH):
-                                    CONFIG.yaml    python -m enlace.train.train CONFIG [ARGS...] --out runs/NAME
+                                    CONFIG.yaml    python -m enlace.train CONFIG [ARGS...] --out runs/NAME
                                                    (ARGS: overrides such as train.seed=99, --fresh)
                                     NOTEBOOK.ipynb papermill NOTEBOOK runs/NAME/report.ipynb [ARGS...] -p out runs/NAME
                                                    (ARGS: papermill's, e.g. -p hardware turing-2060)
@@ -202,7 +202,7 @@ case "$cmd" in
     rd="runs/$job"
     mkdir -p "$rd"
     rm -f "$rd/remote.exit" "$rd/remote.pid"
-    if [ "$kind" = config ]; then run_cmd=(python -m enlace.train.train "$target" "$@" --out "$rd")
+    if [ "$kind" = config ]; then run_cmd=(python -m enlace.train "$target" "$@" --out "$rd")
     else run_cmd=(papermill "$target" "$rd/report.ipynb" --log-output "$@" -p out "$rd"); fi
     {
       echo '#!/usr/bin/env bash'

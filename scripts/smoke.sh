@@ -6,5 +6,5 @@
 source "$(dirname "$0")/_venv.sh"
 mkdir -p runs/smoke-cpu
 papermill nbs/train.ipynb runs/smoke-cpu/report.ipynb --log-output -p hardware cpu -p run configs/runs/smoke-cpu.yaml "$@"
-python -m enlace.train.track runs/smoke-cpu runs/smoke-cpu/report.ipynb  # attaches the report to the mlflow run, if any
+python -m enlace.track runs/smoke-cpu runs/smoke-cpu/report.ipynb  # attaches the report to the mlflow run, if any
 echo "[smoke] report: runs/smoke-cpu/report.ipynb  summary: runs/smoke-cpu/summary.json  metrics: runs/smoke-cpu/metrics.jsonl"

@@ -1,4 +1,4 @@
-"""Tests for the embedded English-Spanish conjugation corpus (enlace.data.conjugations)."""
+"""Tests for the embedded English-Spanish conjugation corpus (enlace.tasks.conjugations.corpus)."""
 import json
 import subprocess
 import sys
@@ -7,15 +7,15 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from enlace.data.conjugations import (PERSONS, TENSES, VERBS, conjugate, english, english_predicate, examples,
-                                      main, spanish, split_of, verb_classes)
+from enlace.tasks.conjugations.corpus import (PERSONS, TENSES, VERBS, conjugate, english, english_predicate, examples,
+                                      main, spanish, combo_split, verb_classes)
 
 EXPORT_KEYS = {"infinitive", "tense", "person", "split", "english", "spanish", "form"}
 
 
 def _export(path):
     "Run the CLI in a fresh interpreter, as a user would."
-    return subprocess.run([sys.executable, "-m", "enlace.data.conjugations", "--export", str(path)],
+    return subprocess.run([sys.executable, "-m", "enlace.tasks.conjugations.corpus", "--export", str(path)],
                           capture_output=True, text=True, encoding="utf-8", timeout=120)
 
 
@@ -39,10 +39,10 @@ def test_cli_export_keys_counts_and_determinism(tmp_path):
 
 
 def test_cli_bad_arguments_exit_2(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "enlace.data.conjugations", "--no-such-flag"],
+    r = subprocess.run([sys.executable, "-m", "enlace.tasks.conjugations.corpus", "--no-such-flag"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "usage" in r.stderr.lower()
-    r = subprocess.run([sys.executable, "-m", "enlace.data.conjugations", "--export"],
+    r = subprocess.run([sys.executable, "-m", "enlace.tasks.conjugations.corpus", "--export"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
 
@@ -140,7 +140,7 @@ def test_heldout_split():
     for e in held:
         assert (e["infinitive"], e["tense"]) in train_vt or (e["infinitive"], e["person"]) in train_vp
         assert (e["tense"], e["person"]) in train_tp
-    assert all(e["split"] == split_of(e["infinitive"], e["tense"], e["person"]) for e in ex)
+    assert all(e["split"] == combo_split(e["infinitive"], e["tense"], e["person"]) for e in ex)
     # triples are the unit of the split: one example per triple
     assert len({(e["infinitive"], e["tense"], e["person"]) for e in ex}) == len(ex)
 

@@ -1,12 +1,13 @@
-"python -m enlace.eval.conjugations MODEL_FILE: the report's figures recomputed from a model file."
+"python -m enlace.tasks.conjugations.evaluate MODEL_FILE: the report's figures recomputed from a model file."
 import json
 
 import torch
 
-from enlace.config.schema import load_layer
-from enlace.data.conjugations import TENSES
-from enlace.model.file import export_model
-from enlace.model.transformer import Transformer
+from enlace.config import load_layer
+from enlace.tasks.conjugations.corpus import TENSES
+from enlace.checkpoint import export_model
+from enlace.tokenizer import Tokenizer
+from enlace.model import Transformer
 
 from conftest import ROOT
 
@@ -14,12 +15,12 @@ from conftest import ROOT
 def make_model_file(tmp_path):
     torch.manual_seed(0)
     model = Transformer(load_layer(ROOT / "configs/model/smoke.yaml", "model"))
-    return export_model(model, tmp_path, {"tokenizer": {"type": "bytes", "vocab_size": 256}})
+    return export_model(model, tmp_path, Tokenizer.bytes())
 
 
 def test_recomputes_summary_figures(tmp_path, cli):
     path = make_model_file(tmp_path)
-    r = cli("enlace.eval.conjugations", path, "--split", "heldout")
+    r = cli("enlace.tasks.conjugations.evaluate", path, "--split", "heldout")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     h = res["heldout"]
@@ -38,9 +39,9 @@ def test_recomputes_summary_figures(tmp_path, cli):
 
 
 def test_bad_model_file_is_one_line_exit_2(tmp_path, cli):
-    r = cli("enlace.eval.conjugations", tmp_path / "model-000000000000.safetensors")
+    r = cli("enlace.tasks.conjugations.evaluate", tmp_path / "model-000000000000.safetensors")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "model file not found" in r.stderr
     path = make_model_file(tmp_path)
     path.write_bytes(path.read_bytes()[:-4])
-    r = cli("enlace.eval.conjugations", path)
+    r = cli("enlace.tasks.conjugations.evaluate", path)
     assert r.returncode == 2 and "content does not match its sha256" in r.stderr

@@ -1,4 +1,4 @@
-"""Stage 3, synthetic data with the Message Batches API (enlace.gen.batches): against a fake client that answers in
+"""Stage 3, synthetic data with the Message Batches API (enlace.synth.jobs): against a fake client that answers in
 reversed or shuffled order and can be killed at every stage, then once through the real SDK over an HTTP mock transport."""
 import importlib.util
 import json
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from enlace.gen import batches as gen
-from enlace.gen.batches import (JobError, collect, cost, expand, job_state, load_spec, main, read_jsonl, submit)
+from enlace.synth import jobs as gen
+from enlace.synth.jobs import (JobError, collect, cost, expand, job_state, load_spec, main, read_jsonl, submit)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((p for p in (ROOT / "configs/gen/example.yaml", Path(__file__).parent / "example.yaml") if p.is_file()), None)
@@ -111,7 +111,7 @@ def answer(params, first, bad=False) -> dict:
 
 
 class FakeClient:
-    """The subset of anthropic.Anthropic that enlace.gen uses (client.messages.batches.create/retrieve/list/results,
+    """The subset of anthropic.Anthropic that enlace.synth uses (client.messages.batches.create/retrieve/list/results,
     with_options). `crash={point: n}` raises Crash the n-th time the client reaches that point:
     before_create (killed after the intent, before create reached the API), after_create (the API created the batch,
     the reply never arrived), retrieve (killed while polling), results (killed while collecting, at the n-th line)."""
@@ -393,8 +393,8 @@ def python(code, cwd, **env_extra):
 
 def test_plan_works_offline_without_key_or_sdk(tmp_path):
     spec = EXAMPLE or write_spec(tmp_path)
-    r = python(BLOCK_SDK + f"sys.argv = ['enlace.gen', 'plan', {str(spec)!r}, '--dir', {str(tmp_path / 'job')!r}]; "
-               "runpy.run_module('enlace.gen', run_name='__main__')", tmp_path, HTTPS_PROXY="http://127.0.0.1:9")
+    r = python(BLOCK_SDK + f"sys.argv = ['enlace.synth', 'plan', {str(spec)!r}, '--dir', {str(tmp_path / 'job')!r}]; "
+               "runpy.run_module('enlace.synth', run_name='__main__')", tmp_path, HTTPS_PROXY="http://127.0.0.1:9")
     assert r.returncode == 0, r.stderr
     assert "to submit:" in r.stdout and "batch(es)" in r.stdout and "worst-case cost: $" in r.stdout
     n = int(r.stdout.split("to submit: ")[1].split()[0])
@@ -402,17 +402,17 @@ def test_plan_works_offline_without_key_or_sdk(tmp_path):
 
 
 def test_help_and_import_without_the_sdk(tmp_path):
-    r = python(BLOCK_SDK + "import enlace, enlace.gen.batches; sys.argv = ['enlace.gen', '--help']; "
-               "runpy.run_module('enlace.gen', run_name='__main__')", tmp_path)
+    r = python(BLOCK_SDK + "import enlace, enlace.synth.jobs; sys.argv = ['enlace.synth', '--help']; "
+               "runpy.run_module('enlace.synth', run_name='__main__')", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "plan" in r.stdout and "retry-failed" in r.stdout
-    r = python(BLOCK_SDK + "import enlace, enlace.gen.batches, enlace.gen.__main__; assert sys.modules['anthropic'] is None",
+    r = python(BLOCK_SDK + "import enlace, enlace.synth.jobs, enlace.synth; assert sys.modules['anthropic'] is None",
                tmp_path)
     assert r.returncode == 0, r.stderr
 
 
 def test_python_m_enlace_gen_plan(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "enlace.gen", "plan", str(write_spec(tmp_path))], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "enlace.synth", "plan", str(write_spec(tmp_path))], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"})
     assert r.returncode == 0, r.stderr

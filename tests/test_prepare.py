@@ -1,4 +1,4 @@
-"""Corpus preparation CLI (enlace.data.prepare): cleaning report, hash split, shards that decode to the cleaned text, resume,
+"""Corpus preparation CLI (enlace.prepare): cleaning report, hash split, shards that decode to the cleaned text, resume,
 errors; Hugging Face datasets sources (saved folders, hf:NAME streaming, offline, missing column, missing package)."""
 import json
 import os
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from enlace.data.loader import read_shard
-from enlace.tokenizer.bpe import load
+from enlace.shards import read_shard
+from enlace.tokenizer import Tokenizer
 
 CORPUS = ROOT.parent / "shared/corpus/es"
 PARAS = [f"Párrafo {i}: el niño comió cerezas en la montaña, señor, ¿verdad? Y volvió a casa muy contento." for i in range(240)]
@@ -20,7 +20,7 @@ GUTENBERG_TAIL = "\r\n\r\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\r\n\r\nSe
 
 
 def run(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "enlace.data.prepare", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "enlace.prepare", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
@@ -46,13 +46,13 @@ def prepared(corpus, tmp_path_factory):
 
 def docs_of(out):
     m = json.loads((out / "manifest.json").read_text())
-    tok, got = load(out / "tokenizer"), {"train": [], "val": []}
+    tok, got = Tokenizer.load(out / "tokenizer"), {"train": [], "val": []}
     for name in m["shards"]:
         ids = np.asarray(read_shard(out / f"{name}.bin"))
         assert ids.dtype == np.uint16 and ids[-1] == m["eos_id"]
         cuts = np.flatnonzero(ids == m["eos_id"])
         starts = np.concatenate([[0], cuts[:-1] + 1])
-        got[name.split("_")[0]] += [tok.decode(ids[a:b].tolist(), skip_special_tokens=False) for a, b in zip(starts, cuts)]
+        got[name.split("_")[0]] += [tok.decode(ids[a:b].tolist()) for a, b in zip(starts, cuts)]
     return m, got
 
 
@@ -101,7 +101,7 @@ def test_errors(tmp_path, corpus):
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="dev corpus not present")
 def test_real_corpus_reader_smoke():
-    from enlace.data.prepare import Cleaner
+    from enlace.corpus import Cleaner
     f = sorted(CORPUS.rglob("*.txt"))[0]
     docs = [d for _, d in zip(range(5), Cleaner().documents("es", f))]
     assert docs and all("\r" not in d for d in docs)
@@ -187,7 +187,7 @@ class FakeStream:
 
 def test_hub_streaming_with_a_mocked_load_dataset(hf, tmp_path, monkeypatch):
     import datasets
-    from enlace.data.prepare import PrepareError, prepare
+    from enlace.prepare import PrepareError, prepare
     calls = []
     def fake(name, config=None, split=None, streaming=False, **kw):
         calls.append((name, config, split, streaming))
@@ -210,9 +210,9 @@ def test_hub_streaming_with_a_mocked_load_dataset(hf, tmp_path, monkeypatch):
 
 
 def test_without_the_datasets_package():
-    "enlace.data.prepare imports without datasets (or torch); a datasets source then says how to install it, in one line."
+    "enlace.prepare imports without datasets (or torch); a datasets source then says how to install it, in one line."
     code = ("import sys; sys.modules['datasets'] = None\n"
-            "import enlace.data.prepare as p\n"
+            "import enlace.prepare as p\n"
             "assert 'torch' not in sys.modules and 'datasets' not in [m for m in sys.modules if sys.modules[m]]\n"
             "raise SystemExit(p.main(['hf:org/corpus', '--out', '/nonexistent/o', '--train-tokenizer', '300']))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -9,11 +9,12 @@ import pytest
 
 from conftest import ROOT
 
-from enlace.config.schema import load_config
-from enlace.data.prepare import prepare
-from enlace.eval.bpb import score_file
-from enlace.model.file import export_run, load_model, load_tokenizer
-from enlace.train.train import train
+from enlace.config import load_config
+from enlace.prepare import prepare
+from enlace.bpb import score_file
+from enlace.checkpoint import load_model
+from enlace.report import finish_run
+from enlace.train import train
 
 WORDS = "la casa del pueblo tenía una puerta verde y un patio con flores donde jugaban los niños cada tarde".split()
 TINY = ["model.vocab_size=320", "model.d_model=64", "model.n_layers=2", "model.n_heads=2", "model.n_kv_heads=1", "model.d_ff=128",
@@ -39,10 +40,9 @@ def test_time_budget_run_exports_a_model_that_scores_text(shards, tmp_path):
     cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [f"data.path={shards / 'shards'}", "train.time_budget_s=6", *TINY])
     res = train(cfg, tmp_path / "run", progress=False, log=lambda m: None)
     assert res["elapsed_s"] < 9 and res["step"] > 20 and res["val_bpb"] < 4.0, res  # learned something in 6 s
-    path = export_run(tmp_path / "run", cfg)
-    model, man = load_model(path)
-    tok = load_tokenizer(path, man)
-    assert man["seq_len"] == 64 and man["tokenizer"]["type"] == "bpe" and tok.get_vocab_size() == 320
+    path = finish_run(tmp_path / "run", cfg, figures=False)["model_file"]
+    model, tok, man = load_model(path)
+    assert man["seq_len"] == 64 and man["tokenizer"]["type"] == "bpe" and tok.vocab_size == 320
     seen = tmp_path / "seen.txt"
     seen.write_text((shards / "raw/libro0.txt").read_text(encoding="utf-8")[:3000], encoding="utf-8")
     other = tmp_path / "other.txt"
@@ -51,12 +51,12 @@ def test_time_budget_run_exports_a_model_that_scores_text(shards, tmp_path):
     assert s["bpb"] < 0.6 * o["bpb"], (s["bpb"], o["bpb"])  # its own kind of text is far cheaper than German
 
     # the CLI gives the same figures
-    r = subprocess.run([sys.executable, "-m", "enlace.eval.bpb", "--model", str(path), str(seen), str(other), "--json", "--no-progress"],
+    r = subprocess.run([sys.executable, "-m", "enlace.bpb", "--model", str(path), str(seen), str(other), "--json", "--no-progress"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [round(f["bpb"], 6) for f in out["files"]] == [round(s["bpb"], 6), round(o["bpb"], 6)]
-    r = subprocess.run([sys.executable, "-m", "enlace.eval.bpb", "--model", str(path), str(tmp_path / "nope.txt")],
+    r = subprocess.run([sys.executable, "-m", "enlace.bpb", "--model", str(path), str(tmp_path / "nope.txt")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "nope.txt: no such file" in r.stderr
 

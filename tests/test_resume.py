@@ -18,7 +18,7 @@ OVERRIDES = ["train.max_steps=40", "train.ckpt_every=5", "train.eval_every=10", 
 
 
 def train_cmd(out, *extra):
-    return [sys.executable, "-m", "enlace.train.train", "configs/runs/smoke-cpu.yaml", *OVERRIDES, *extra,
+    return [sys.executable, "-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *OVERRIDES, *extra, "--no-report",
             "--out", str(out), "--no-progress"]
 
 
