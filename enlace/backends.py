@@ -8,28 +8,39 @@ Docs: https://enlace-lm.github.io/enlace/backends.html.md"""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import platform
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .common import atomic_write_json
 from .config import HardwareConfig
 
 # %% auto #0
 __all__ = ['KERNELS', 'DTYPES', 'DATASHEET_TFLOPS', 'DeviceInfo', 'describe_device', 'HardwareError', 'suggest_profile',
            'check_hardware', 'setup', 'autocast', 'grad_scaler', 'attention_kernel', 'maybe_compile',
-           'measure_matmul_flops', 'peak_flops']
+           'measure_matmul_flops', 'cpu_peak_flops', 'peak_flops']
 
 # %% ../nbs/02_backends.ipynb #f690e0bd
-KERNELS = {"math": SDPBackend.MATH, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+KERNELS = {
+    "math": SDPBackend.MATH,
+    "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+}
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
     "What a training device can do; built by `describe_device`, or by hand to simulate a board in tests."
+
     kind: str  # "cpu" or "cuda"
     name: str
     capability: tuple[int, int] | None = None  # CUDA compute capability
@@ -45,48 +56,73 @@ class DeviceInfo:
         return self.kind == "cpu" or (self.capability is not None and self.capability >= (8, 0))
 
     @property
-    def label(self) -> str: return f"{self.name} (sm_{self.capability[0]}{self.capability[1]})" if self.capability else self.name
+    def label(self) -> str:
+        return f"{self.name} (sm_{self.capability[0]}{self.capability[1]})" if self.capability else self.name
+
 
 def _kernel_runs(kernel: str, device: str) -> bool:
     "Does SDPA with this kernel run here? (tiny causal attention, float16 on CUDA)"
     dtype = torch.float16 if device == "cuda" else torch.float32
     q = torch.randn(1, 2, 16, 64, device=device, dtype=dtype)
     try:
-        with sdpa_kernel(KERNELS[kernel]): F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        with sdpa_kernel(KERNELS[kernel]):
+            F.scaled_dot_product_attention(q, q, q, is_causal=True)
         return True
-    except RuntimeError: return False
+    except RuntimeError:
+        return False
+
 
 def _has_cxx() -> bool:
     "Is there a C++ compiler where torch.compile looks for one ($CXX, c++, g++, clang++)?"
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++") if c)
 
+
 def describe_device(kind: str = "cuda") -> DeviceInfo:
     "Describe the real device of this kind (`cuda:0` or the CPU); a `cuda` ask with no GPU returns the CPU."
     if kind == "cuda" and torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
-        return DeviceInfo("cuda", p.name, (p.major, p.minor), round(p.total_memory / 2**30, 1), torch.__version__,
-                          torch.version.cuda, tuple(k for k in KERNELS if _kernel_runs(k, "cuda")), _has_cxx())
+        return DeviceInfo(
+            "cuda",
+            p.name,
+            (p.major, p.minor),
+            round(p.total_memory / 2**30, 1),
+            torch.__version__,
+            torch.version.cuda,
+            tuple(k for k in KERNELS if _kernel_runs(k, "cuda")),
+            _has_cxx(),
+        )
     import platform
-    return DeviceInfo("cpu", platform.processor() or platform.machine() or "cpu",
-                      kernels=tuple(k for k in KERNELS if _kernel_runs(k, "cpu")), cxx=_has_cxx())
+
+    return DeviceInfo(
+        "cpu",
+        platform.processor() or platform.machine() or "cpu",
+        kernels=tuple(k for k in KERNELS if _kernel_runs(k, "cpu")),
+        cxx=_has_cxx(),
+    )
 
 # %% ../nbs/02_backends.ipynb #23bcb928
 class HardwareError(RuntimeError):
     "A hardware profile the real device cannot honour; the message is one line and names the fix."
 
+
 def suggest_profile(dev: DeviceInfo) -> str:
     "The repo's profile that fits this device."
-    if dev.kind != "cuda" or dev.capability is None: return "cpu"
-    if dev.capability >= (12, 0): return "blackwell-5090"
-    if dev.capability >= (9, 0): return "hopper-h200"
+    if dev.kind != "cuda" or dev.capability is None:
+        return "cpu"
+    if dev.capability >= (12, 0):
+        return "blackwell-5090"
+    if dev.capability >= (9, 0):
+        return "hopper-h200"
     return "turing-2060"
+
 
 def _version(v: str | None) -> tuple[int, ...]:
     "'2.7.1+cu128' -> (2, 7, 1)"
     out = []
     for part in (v or "0").split("+")[0].split("."):
         digits = "".join(c for c in part if c.isdigit())
-        if not digits: break
+        if not digits:
+            break
         out.append(int(digits))
     return tuple(out)
 
@@ -100,21 +136,29 @@ def check_hardware(hw: HardwareConfig, dev: DeviceInfo) -> None:
     if hw.min_torch and _version(dev.torch_version) < _version(hw.min_torch):
         raise HardwareError(f"{p} needs PyTorch >= {hw.min_torch}, found {dev.torch_version}; upgrade torch or {use}")
     if hw.device == "cuda" and hw.min_cuda and _version(dev.cuda_version) < _version(hw.min_cuda):
-        raise HardwareError(f"{p} needs a torch built for CUDA >= {hw.min_cuda}, found {dev.cuda_version}; install that build or {use}")
+        raise HardwareError(
+            f"{p} needs a torch built for CUDA >= {hw.min_cuda}, found {dev.cuda_version}; install that build or {use}"
+        )
     if hw.device == "cuda" and hw.min_capability and dev.capability < tuple(hw.min_capability):
         need = "sm_{}{}".format(*hw.min_capability)
         raise HardwareError(f"GPU {dev.label} is older than the {need} that {p} needs; {use}")
     if hw.dtype == "bfloat16" and hw.device == "cuda" and not dev.bf16:
         raise HardwareError(f"GPU {dev.label} has no bfloat16 but {p} asks for it; {use} (float16 + GradScaler)")
     if hw.attention not in dev.kernels:
-        raise HardwareError(f"{dev.label} cannot run the {hw.attention} attention kernel that {p} asks for "
-                            f"(available: {', '.join(dev.kernels) or 'none'}); {use}")
+        raise HardwareError(
+            f"{dev.label} cannot run the {hw.attention} attention kernel that {p} asks for "
+            f"(available: {', '.join(dev.kernels) or 'none'}); {use}"
+        )
     if hw.compile and not dev.cxx:
-        raise HardwareError(f"{p} sets compile: true but torch.compile needs a C++ compiler and none is on PATH "
-                            f"($CXX, c++, g++, clang++); install one (e.g. apt install g++) or set hardware.compile=false")
+        raise HardwareError(
+            f"{p} sets compile: true but torch.compile needs a C++ compiler and none is on PATH "
+            f"($CXX, c++, g++, clang++); install one (e.g. apt install g++) or set hardware.compile=false"
+        )
     if hw.device == "cuda" and hw.min_memory_gb and (dev.memory_gb or 0) < hw.min_memory_gb:
-        raise HardwareError(f"GPU {dev.label} has {dev.memory_gb} GB but {p} is sized for >= {hw.min_memory_gb} GB; "
-                            f"lower hardware.batch_size or {use}")
+        raise HardwareError(
+            f"GPU {dev.label} has {dev.memory_gb} GB but {p} is sized for >= {hw.min_memory_gb} GB; "
+            f"lower hardware.batch_size or {use}"
+        )
 
 # %% ../nbs/02_backends.ipynb #6c152f4e
 def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> tuple[torch.device, DeviceInfo]:
@@ -126,18 +170,28 @@ def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> tuple[torch.devi
 # %% ../nbs/02_backends.ipynb #eb6ae9a4
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
+
+# Under CPU autocast RMSNorm gets bfloat16 activations and float32 gains: torch computes it exactly, on its
+# unfused path, and says so in a warning at every run. The precision is what the profile asked for: silence it.
+warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight", category=UserWarning)
+
+
 def autocast(hw: HardwareConfig):
     "Autocast context of the profile (a no-op for float32)."
-    if hw.dtype == "float32": return contextlib.nullcontext()
+    if hw.dtype == "float32":
+        return contextlib.nullcontext()
     return torch.autocast(device_type=hw.device, dtype=DTYPES[hw.dtype])
+
 
 def grad_scaler(hw: HardwareConfig) -> torch.amp.GradScaler:
     "A GradScaler that is active only for float16."
     return torch.amp.GradScaler(hw.device, enabled=hw.dtype == "float16")
 
+
 def attention_kernel(hw: HardwareConfig):
     "Context that restricts SDPA to the profile's kernel."
     return sdpa_kernel(KERNELS[hw.attention])
+
 
 def maybe_compile(model: torch.nn.Module, hw: HardwareConfig) -> torch.nn.Module:
     "torch.compile the model when the profile says so."
@@ -151,21 +205,55 @@ DATASHEET_TFLOPS = {  # dense tensor-core peak with float32 accumulation
     "H100": {"bfloat16": 989.0, "float16": 989.0, "float32": 67.0},
 }
 
-def measure_matmul_flops(dtype: torch.dtype = torch.float32, n: int = 1024, device: str = "cpu", seconds: float = 1.0) -> float:
+
+def measure_matmul_flops(
+    dtype: torch.dtype = torch.float32, n: int = 1024, device: str = "cpu", seconds: float = 1.0
+) -> float:
     "Best FLOP/s of an n x n matmul on `device`, measured over about `seconds`."
     g = torch.Generator(device).manual_seed(0)  # never touch the global RNG: training resumes bit-exactly
     a, b = (torch.randn(n, n, device=device, dtype=dtype, generator=g) for _ in range(2))
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    a @ b; sync()
+    a @ b
+    sync()
     best, t_end = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < t_end:
-        t0 = time.perf_counter(); a @ b; sync()
+        t0 = time.perf_counter()
+        a @ b
+        sync()
         best = max(best, 2 * n**3 / (time.perf_counter() - t0))
     return best
 
+
+def _peak_cache() -> Path:
+    "Where the measured CPU peaks are kept: $ENLACE_CACHE/peak_flops.json, by default under ~/.cache/enlace."
+    return Path(os.environ.get("ENLACE_CACHE") or Path.home() / ".cache" / "enlace") / "peak_flops.json"
+
+
+def cpu_peak_flops(dtype: str, seconds: float = 2.0) -> float:
+    "The best matmul FLOP/s ever measured on this CPU for `dtype`: a `seconds` probe the first time, then 0.25 s."
+    key = f"{platform.processor() or platform.machine()} | torch {torch.__version__} | "
+    key += f"{torch.get_num_threads()} threads | {dtype}"
+    path = _peak_cache()
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    cached = float(cache.get(key, 0.0))
+    best = max(cached, measure_matmul_flops(DTYPES[dtype], seconds=0.25 if cached else seconds))
+    if best > cached:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, {**cache, key: best})
+        except OSError:
+            pass  # a read-only home only costs the next run a longer probe
+    return best
+
+
 def peak_flops(hw: HardwareConfig, dev: DeviceInfo) -> float | None:
-    "Peak FLOP/s for MFU: datasheet for known GPUs, measured for the CPU, None when unknown."
-    if dev.kind == "cpu": return measure_matmul_flops(DTYPES[hw.dtype], seconds=0.5)
+    "Peak FLOP/s for MFU: datasheet for known GPUs, the cached best measurement for the CPU, None when unknown."
+    if dev.kind == "cpu":
+        return cpu_peak_flops(hw.dtype)
     for key, table in DATASHEET_TFLOPS.items():
-        if key in dev.name and hw.dtype in table: return table[hw.dtype] * 1e12
+        if key in dev.name and hw.dtype in table:
+            return table[hw.dtype] * 1e12
     return None

@@ -28,30 +28,42 @@ __all__ = ['windows', 'bits_per_byte', 'text_ids', 'TextFileError', 'read_text',
 # %% ../nbs/12_bpb.ipynb #5622536a
 def windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]:
     "Overlapping (start, end, score_from) windows that score each of the n-1 targets of n ids exactly once."
-    if not 0 < stride <= window: raise ValueError(f"stride must be in 1..window={window}, got {stride}")
+    if not 0 < stride <= window:
+        raise ValueError(f"stride must be in 1..window={window}, got {stride}")
     out, done = [], 0  # `done`: targets ids[1..done] already scored
     for start in range(0, max(n - 1, 0), stride):
         end = min(start + window, n - 1)
         out.append((start, end, done - start))
         done = end
-        if end == n - 1: break
+        if end == n - 1:
+            break
     return out
 
 # %% ../nbs/12_bpb.ipynb #65e3167e
 @torch.no_grad()
-def bits_per_byte(forward, ids: list[int], n_bytes: int, window: int, stride: int | None = None, batch: int = 16,
-                  device="cpu", progress: bool = False) -> dict:
+def bits_per_byte(
+    forward,
+    ids: list[int],
+    n_bytes: int,
+    window: int,
+    stride: int | None = None,
+    batch: int = 16,
+    device="cpu",
+    progress: bool = False,
+) -> dict:
     "Total bits of ids[1:] given their prefixes (scored in windows), per UTF-8 byte of the text."
     stride = stride or max(1, window // 2)
     x = torch.tensor(ids, dtype=torch.long)
     ws, nats = windows(len(ids), window, stride), 0.0
-    groups = [ws[i:i + batch] for i in range(0, len(ws), batch)]
+    groups = [ws[i : i + batch] for i in range(0, len(ws), batch)]
     for g in tqdm(groups, desc="bpb", unit="batch", disable=not progress):
         for length in sorted({en - st for st, en, _ in g}):
             part = [w for w in g if w[1] - w[0] == length]
             inp = torch.stack([x[st:en] for st, en, _ in part]).to(device)
-            tgt = torch.stack([x[st + 1:en + 1] for st, en, _ in part]).to(device)
-            ce = F.cross_entropy(forward(inp).float().flatten(0, 1), tgt.flatten(), reduction="none").view(len(part), -1)
+            tgt = torch.stack([x[st + 1 : en + 1] for st, en, _ in part]).to(device)
+            ce = F.cross_entropy(forward(inp).float().flatten(0, 1), tgt.flatten(), reduction="none").view(
+                len(part), -1
+            )
             nats += sum(float(ce[i, fr:].sum()) for i, (_, _, fr) in enumerate(part))
     bits = nats / math.log(2)
     return {"bits": bits, "bytes": n_bytes, "tokens": len(ids) - 1, "bpb": bits / n_bytes if n_bytes else float("nan")}
@@ -66,6 +78,7 @@ def text_ids(text: str, tok: Tokenizer) -> list[int]:
 class TextFileError(ValueError):
     "A text file that cannot be scored; one line naming it."
 
+
 def read_text(path) -> str:
     "A file's text, strictly UTF-8; TextFileError names the file and the byte otherwise."
     try:
@@ -75,6 +88,7 @@ def read_text(path) -> str:
     except UnicodeDecodeError as e:
         raise TextFileError(f"{path}: not UTF-8 text (byte {e.start}); convert it to UTF-8") from None
 
+
 def cleaned_text(path) -> str:
     "A file's text as `enlace.prepare` hands documents to a model (NFC, no controls or Gutenberg boilerplate, ...)."
     # the paragraphs are joined by a blank line, and nothing is dropped
@@ -82,8 +96,17 @@ def cleaned_text(path) -> str:
     keep_all = Cleaner(min_chars=1, doc_chars=1 << 62, dedup_min_chars=1 << 62)  # one document, no paragraph dropped
     return "\n\n".join(keep_all.documents("eval", Path(path)))
 
-def score_file(model, man: dict, tok: Tokenizer, path, window: int | None = None, stride: int | None = None, raw: bool = False,
-               progress: bool = False) -> dict:
+
+def score_file(
+    model,
+    man: dict,
+    tok: Tokenizer,
+    path,
+    window: int | None = None,
+    stride: int | None = None,
+    raw: bool = False,
+    progress: bool = False,
+) -> dict:
     "Bits per UTF-8 byte of the text file at `path` (cleaned as in training unless `raw`) under `model`, `man`, `tok`."
     text = read_text(path) if raw else cleaned_text(path)
     window = window or man.get("seq_len") or model.cfg.max_seq_len
@@ -97,12 +120,16 @@ def score_file(model, man: dict, tok: Tokenizer, path, window: int | None = None
 # %% ../nbs/12_bpb.ipynb #0ae1d38b
 def main(argv: list[str] | None = None) -> int:
     "CLI entry point: bits per byte of each FILE under --model."
-    ap = argparse.ArgumentParser(prog="python -m enlace.bpb", description="Bits per UTF-8 byte of text files under a model file.")
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.bpb", description="Bits per UTF-8 byte of text files under a model file."
+    )
     ap.add_argument("--model", required=True, help="a model file (model-<hash>.safetensors)")
     ap.add_argument("files", nargs="+", help="UTF-8 text files")
     ap.add_argument("--window", type=int, help="tokens per window (default: the model's training seq_len)")
     ap.add_argument("--stride", type=int, help="new tokens scored per window (default: half a window)")
-    ap.add_argument("--raw", action="store_true", help="score the files' bytes as they are (default: cleaned as for training)")
+    ap.add_argument(
+        "--raw", action="store_true", help="score the files' bytes as they are (default: cleaned as for training)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of lines")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
@@ -126,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"model": str(a.model), "files": res, "total": total}))
         return 0
     for r in res:
-        print(f"{r['file']}: {r['bpb']:.4f} bits/byte ({r['bytes']:,} bytes, {r['tokens']:,} tokens, "
-              f"{r['bytes_per_token']:.2f} bytes/token)")
+        print(
+            f"{r['file']}: {r['bpb']:.4f} bits/byte ({r['bytes']:,} bytes, {r['tokens']:,} tokens, "
+            f"{r['bytes_per_token']:.2f} bytes/token)"
+        )
     if len(res) > 1:
         print(f"total: {total['bpb']:.4f} bits/byte ({nbytes:,} bytes)")
     return 0
 
 # %% ../nbs/12_bpb.ipynb #50d97d13
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

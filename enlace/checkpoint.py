@@ -33,10 +33,17 @@ def optimizer_to_tensors(opt: torch.optim.Optimizer, names: dict) -> tuple[dict,
     "Optimizer state as {'param_name/key': tensor} plus its param groups as JSON-able dicts."
     sd = opt.state_dict()
     order = [names[p] for g in opt.param_groups for p in g["params"]]
-    tensors = {f"{order[i]}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
-               for i, st in sd["state"].items() for k, v in st.items()}
-    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [order[i] for i in g["params"]]} for g in sd["param_groups"]]
+    tensors = {
+        f"{order[i]}/{k}": (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
+        for i, st in sd["state"].items()
+        for k, v in st.items()
+    }
+    groups = [
+        {**{k: v for k, v in g.items() if k != "params"}, "params": [order[i] for i in g["params"]]}
+        for g in sd["param_groups"]
+    ]
     return tensors, groups
+
 
 def optimizer_from_tensors(opt: torch.optim.Optimizer, names: dict, tensors: dict, groups: list) -> None:
     "Inverse of optimizer_to_tensors: load the state into `opt` (built with the same parameter groups)."
@@ -54,17 +61,22 @@ def rng_state() -> tuple[dict, dict]:
     "Generator states: torch ones as uint8 tensors, python and numpy ones as JSON."
     tensors = {"torch_cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
-        for i, s in enumerate(torch.cuda.get_rng_state_all()): tensors[f"torch_cuda_{i}"] = s
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"torch_cuda_{i}"] = s
     py = random.getstate()
     npk = np.random.get_state()
-    return tensors, {"python": [py[0], list(py[1]), py[2]],
-                     "numpy": [npk[0], npk[1].tolist(), int(npk[2]), int(npk[3]), float(npk[4])]}
+    return tensors, {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [npk[0], npk[1].tolist(), int(npk[2]), int(npk[3]), float(npk[4])],
+    }
+
 
 def set_rng_state(tensors: dict, js: dict) -> None:
     "Restore what rng_state saved."
     torch.set_rng_state(tensors["torch_cpu"])
     cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("torch_cuda_"))]
-    if cuda and torch.cuda.is_available(): torch.cuda.set_rng_state_all(cuda)
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
     v, state, gauss = js["python"]
     random.setstate((v, tuple(state), gauss))
     name, keys, pos, has_gauss, cached = js["numpy"]
@@ -74,69 +86,99 @@ def set_rng_state(tensors: dict, js: dict) -> None:
 def _fsync(path: Path) -> None:
     "Flush a file or directory to disk."
     fd = os.open(path, os.O_RDONLY)
-    try: os.fsync(fd)
-    finally: os.close(fd)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 def step_dirs(ckpt_dir) -> list[Path]:
     "Finished checkpoint directories, oldest first."
     return sorted(p for p in Path(ckpt_dir).glob("step_*") if p.is_dir())
 
-def save_checkpoint(ckpt_dir, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, manifest: dict,
-                    keep_last: int) -> Path:
+
+def save_checkpoint(
+    ckpt_dir, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, manifest: dict, keep_last: int
+) -> Path:
     "Write checkpoint `step` atomically (tmp dir, fsync, rename), point `latest` at it, keep the last `keep_last`."
-    ckpt_dir = Path(ckpt_dir); ckpt_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:07d}"
     tmp = ckpt_dir / f".tmp-{name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir()
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     names = {p: n for n, p in model.named_parameters()}
     opt_tensors, groups = optimizer_to_tensors(opt, names)
     rng_tensors, rng_json = rng_state()
     save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, tmp / "model.safetensors")
-    if os.environ.get("ENLACE_KILL_IN_CHECKPOINT") == str(step): os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("ENLACE_KILL_IN_CHECKPOINT") == str(step):
+        os.kill(os.getpid(), signal.SIGKILL)
     save_file(opt_tensors, tmp / "optimizer.safetensors")
     save_file(rng_tensors, tmp / "rng.safetensors")
     files = {f: sha256_file(tmp / f) for f in ("model.safetensors", "optimizer.safetensors", "rng.safetensors")}
-    full = {**manifest, "step": step, "optimizer_groups": groups, "rng": rng_json, "torch": torch.__version__, "files": files}
+    full = {
+        **manifest,
+        "step": step,
+        "optimizer_groups": groups,
+        "rng": rng_json,
+        "torch": torch.__version__,
+        "files": files,
+    }
     (tmp / "manifest.json").write_text(json.dumps(full, indent=1))
-    for f in tmp.iterdir(): _fsync(f)
+    for f in tmp.iterdir():
+        _fsync(f)
     _fsync(tmp)
     final = ckpt_dir / name
-    if final.exists(): shutil.rmtree(final)  # a stale copy of this step from a run that was killed later
+    if final.exists():
+        shutil.rmtree(final)  # a stale copy of this step from a run that was killed later
     os.rename(tmp, final)
     atomic_write(ckpt_dir / "latest", name + "\n")
     _fsync(ckpt_dir)
-    for old in step_dirs(ckpt_dir)[:-keep_last]: shutil.rmtree(old)
-    for stale in ckpt_dir.glob(".tmp-*"): shutil.rmtree(stale, ignore_errors=True)
+    for old in step_dirs(ckpt_dir)[:-keep_last]:
+        shutil.rmtree(old)
+    for stale in ckpt_dir.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     return final
 
 # %% ../nbs/09_checkpoint.ipynb #032f2dc0
 class CheckpointError(RuntimeError):
     "A checkpoint that must not be used with this config (one line, with the way out)."
 
+
 MANIFEST_KEYS = ("step", "files", "config", "loader", "tokens", "grad_scaler", "optimizer_groups", "rng")
+
 
 def verify_checkpoint(path: Path) -> str | None:
     "None if the manifest is complete and every file is there with its recorded sha256, else the problem."
-    try: man = json.loads((path / "manifest.json").read_text())
-    except (OSError, ValueError) as e: return f"manifest.json unreadable ({type(e).__name__})"
+    try:
+        man = json.loads((path / "manifest.json").read_text())
+    except (OSError, ValueError) as e:
+        return f"manifest.json unreadable ({type(e).__name__})"
     missing = [k for k in MANIFEST_KEYS if k not in man] if isinstance(man, dict) else ["everything"]
-    if missing: return f"manifest.json lacks {', '.join(missing)}"
+    if missing:
+        return f"manifest.json lacks {', '.join(missing)}"
     for f, digest in man.get("files", {}).items():
-        if not (path / f).is_file(): return f"{f} is missing"
-        if sha256_file(path / f) != digest: return f"{f} is corrupted (sha256 mismatch)"
+        if not (path / f).is_file():
+            return f"{f} is missing"
+        if sha256_file(path / f) != digest:
+            return f"{f} is corrupted (sha256 mismatch)"
     return None if man.get("files") else "manifest lists no files"
+
 
 def find_checkpoint(ckpt_dir, warn=print) -> Path | None:
     "The checkpoint `latest` names, else the newest that verifies; each rejected one is reported in one line."
     ckpt_dir, candidates = Path(ckpt_dir), list(reversed(step_dirs(ckpt_dir)))
     pointer = ckpt_dir / "latest"
     named = ckpt_dir / pointer.read_text().strip() if pointer.is_file() else None
-    if named in candidates: candidates.insert(0, candidates.pop(candidates.index(named)))
+    if named in candidates:
+        candidates.insert(0, candidates.pop(candidates.index(named)))
     for path in candidates:
         problem = verify_checkpoint(path)
-        if problem is None: return path
+        if problem is None:
+            return path
         warn(f"checkpoint {path} is unusable: {problem}; trying the previous one")
     return None
+
 
 def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_config: dict) -> dict:
     "Load weights, optimizer and RNG state into place; return the manifest. Refuses a different model shape."
@@ -146,7 +188,9 @@ def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, mo
     if saved != model_config:
         diff = sorted(k for k in set(saved or {}) | set(model_config) if (saved or {}).get(k) != model_config.get(k))
         detail = ", ".join(f"model.{k}: {(saved or {}).get(k)} -> {model_config.get(k)}" for k in diff)
-        raise CheckpointError(f"{path}: the config changed the model shape ({detail}); train into another --out or pass --fresh")
+        raise CheckpointError(
+            f"{path}: the config changed the model shape ({detail}); train into another --out or pass --fresh"
+        )
     dev = next(model.parameters()).device
     model.load_state_dict(load_file(path / "model.safetensors", device=str(dev)))
     names = {p: n for n, p in model.named_parameters()}
@@ -158,6 +202,7 @@ def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, mo
 # %% ../nbs/09_checkpoint.ipynb #c5af5a0e
 class ModelFileError(ValueError):
     "A model file that cannot be used; one line naming the file and the problem."
+
 
 def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
     "Copy a saved BPE tokenizer next to a model as `tokenizer-<sha256[:12]>/`; returns its manifest entry."
@@ -171,12 +216,15 @@ def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
         os.replace(tmp, dst)
     return {**tok.entry(), "dir": dst.name}
 
+
 def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | None = None) -> Path:
     "Write `model-<sha256[:12]>.safetensors`, its `.json` manifest (config, tokenizer, `manifest`) and tokenizer."
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if tok.vocab_size != model.cfg.vocab_size:
-        raise ModelFileError(f"{out_dir}: tokenizer has {tok.vocab_size} tokens, model.vocab_size is {model.cfg.vocab_size}")
+        raise ModelFileError(
+            f"{out_dir}: tokenizer has {tok.vocab_size} tokens, model.vocab_size is {model.cfg.vocab_size}"
+        )
     tmp = out_dir / f".model-{os.getpid()}.safetensors"
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(tensors, tmp, metadata={"format": "enlace"})
@@ -184,8 +232,14 @@ def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | N
     path = out_dir / f"model-{digest[:12]}.safetensors"
     os.chmod(tmp, 0o644)  # a model is meant to be shared (served, copied to the GPU box)
     os.replace(tmp, path)
-    man = {"model_file": path.name, "sha256": digest, "model": model.cfg.model_dump(mode="json"),
-           "torch": torch.__version__, "tokenizer": bundle_tokenizer(tok, out_dir), **(manifest or {})}
+    man = {
+        "model_file": path.name,
+        "sha256": digest,
+        "model": model.cfg.model_dump(mode="json"),
+        "torch": torch.__version__,
+        "tokenizer": bundle_tokenizer(tok, out_dir),
+        **(manifest or {}),
+    }
     atomic_write_json(path.with_suffix(".json"), man)
     return path
 
@@ -204,6 +258,7 @@ def _model_tokenizer(path: Path, man: dict) -> Tokenizer:
         raise ModelFileError(f"{path}: its tokenizer {tok_dir} is not the one it was trained with (sha256 differs)")
     return tok
 
+
 def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
     "The model, tokenizer and manifest of a model file; refuses a corrupted file, tokenizer or a vocab mismatch."
     path = Path(path)
@@ -212,7 +267,9 @@ def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
     try:
         man = json.loads(path.with_suffix(".json").read_text())
     except (OSError, ValueError) as e:
-        raise ModelFileError(f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})") from None
+        raise ModelFileError(
+            f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})"
+        ) from None
     digest = sha256_file(path)
     if digest != man.get("sha256") or not path.stem.endswith(digest[:12]):
         raise ModelFileError(f"{path}: content does not match its sha256 (corrupted or renamed); re-export it")

@@ -42,6 +42,7 @@ def atomic_write(path, data: str | bytes, fsync: bool = False) -> Path:
     os.replace(tmp, path)
     return path
 
+
 def atomic_write_json(path, obj, fsync: bool = False, indent: int | None = 1) -> Path:
     "`obj` as UTF-8 JSON (accents kept), written atomically."
     return atomic_write(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
@@ -58,10 +59,12 @@ def closest(name, choices) -> str:
     m = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean {m[0]!r}?)" if m else ""
 
+
 def short_repr(x, n: int = 60) -> str:
     "repr(x), cut to `n` characters."
     r = repr(x)
-    return r if len(r) <= n else r[:n - 3] + "..."
+    return r if len(r) <= n else r[: n - 3] + "..."
+
 
 def error_line(e, known_keys=None) -> str:
     "'dotted.key: problem (and N more errors)' for the first error of a pydantic ValidationError `e`."

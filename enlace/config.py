@@ -13,10 +13,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
-                      ValidationError, field_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 
-from .common import closest
+from .common import closest, run_cli
 
 # %% auto #0
 __all__ = ['Dtype', 'Attention', 'TokenDtype', 'TOKEN_DTYPE_MAX', 'LAYERS', 'Schema', 'HardwareConfig', 'ModelConfig',
@@ -30,13 +39,16 @@ Attention = Literal["math", "mem_efficient", "flash"]
 TokenDtype = Literal["uint8", "uint16", "uint32"]
 TOKEN_DTYPE_MAX = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32}  # vocab sizes each dtype can hold
 
+
 class Schema(BaseModel):
     "Base of every config layer: unknown keys are errors and a loaded config is immutable."
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 # %% ../nbs/00_config.ipynb #5dfd1c52
 class HardwareConfig(Schema):
     "How to use one board: precision, attention kernel, compilation and micro-batch size."
+
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     device: Literal["cpu", "cuda"]
     allowed_dtypes: list[Dtype] = Field(min_length=1)
@@ -61,6 +73,7 @@ class HardwareConfig(Schema):
 # %% ../nbs/00_config.ipynb #c06a74dd
 class ModelConfig(Schema):
     "Shape of the decoder-only transformer (see `enlace.model`)."
+
     vocab_size: PositiveInt
     d_model: PositiveInt
     n_layers: PositiveInt
@@ -78,23 +91,28 @@ class ModelConfig(Schema):
     @classmethod
     def _heads_divide(cls, v, info):
         d = info.data.get("d_model")
-        if d is not None and d % v: raise ValueError(f"d_model={d} is not divisible by n_heads={v}")
-        if d is not None and (d // v) % 2: raise ValueError(f"head dim d_model/n_heads={d // v} must be even for RoPE")
+        if d is not None and d % v:
+            raise ValueError(f"d_model={d} is not divisible by n_heads={v}")
+        if d is not None and (d // v) % 2:
+            raise ValueError(f"head dim d_model/n_heads={d // v} must be even for RoPE")
         return v
 
     @field_validator("n_kv_heads")
     @classmethod
     def _kv_heads_divide(cls, v, info):
         h = info.data.get("n_heads")
-        if h is not None and h % v: raise ValueError(f"n_heads={h} is not divisible by n_kv_heads={v}")
+        if h is not None and h % v:
+            raise ValueError(f"n_heads={h} is not divisible by n_kv_heads={v}")
         return v
 
     @property
-    def head_dim(self) -> int: return self.d_model // self.n_heads
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
 
 # %% ../nbs/00_config.ipynb #786be3df
 class TrainConfig(Schema):
     "Optimizer, schedule, batch and bookkeeping of one training run."
+
     seed: int
     max_steps: PositiveInt
     seq_len: PositiveInt
@@ -121,11 +139,14 @@ class TrainConfig(Schema):
     @field_validator("betas")
     @classmethod
     def _betas(cls, v):
-        if not all(0 <= b < 1 for b in v): raise ValueError(f"betas must be in [0, 1), got {list(v)}")
+        if not all(0 <= b < 1 for b in v):
+            raise ValueError(f"betas must be in [0, 1), got {list(v)}")
         return v
+
 
 class DataConfig(Schema):
     "Where the tokens come from."
+
     source: Literal["conjugations", "shards"]  # the embedded corpus (bytes), or a folder of token shards
     path: str | None = Field(default=None, validate_default=True)  # shard folder, relative to the working directory
     token_dtype: TokenDtype
@@ -133,11 +154,14 @@ class DataConfig(Schema):
     @field_validator("path")
     @classmethod
     def _shards_need_a_path(cls, v, info):
-        if info.data.get("source") == "shards" and not v: raise ValueError("data.source=shards needs a shard folder here")
+        if info.data.get("source") == "shards" and not v:
+            raise ValueError("data.source=shards needs a shard folder here")
         return v
+
 
 class RunConfig(Schema):
     "One run: metadata plus the four layers."
+
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
     hardware: HardwareConfig
@@ -145,39 +169,50 @@ class RunConfig(Schema):
     train: TrainConfig
     data: DataConfig
 
+
 LAYERS = ("hardware", "model", "train", "data")
 
 # %% ../nbs/00_config.ipynb #1a19a013
 class ConfigError(ValueError):
     "An invalid config; the message is one line: `source: dotted.key: problem`."
 
-
 # %% ../nbs/00_config.ipynb #5776d798
 def rel_path(p: Path) -> str:
     "Path as the user typed it where possible: relative to the working directory."
-    try: return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError: return str(p)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
 
 def read_yaml(path: Path) -> dict:
     "Parse one YAML file that must hold a mapping (an empty file is an empty mapping)."
-    try: data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{rel_path(path)}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
-    except OSError as e: raise ConfigError(f"{rel_path(path)}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e: raise ConfigError(f"{rel_path(path)}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
-    if data is None: return {}
-    if not isinstance(data, dict): raise ConfigError(f"{rel_path(path)}: top level must be a mapping, got {type(data).__name__}")
+    except OSError as e:
+        raise ConfigError(f"{rel_path(path)}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{rel_path(path)}: not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{rel_path(path)}: top level must be a mapping, got {type(data).__name__}")
     return data
+
 
 def _find_include(ref, including: Path, key: str, source: str | None = None) -> Path:
     "Resolve an include reference next to the `including` file, then one folder up."
     source = source or rel_path(including)
-    if not isinstance(ref, str): raise ConfigError(f"{source}: {key}: include must be a file path, got {ref!r}")
+    if not isinstance(ref, str):
+        raise ConfigError(f"{source}: {key}: include must be a file path, got {ref!r}")
     here, up = including.parent, including.parent.parent
     for base in (here, up):
-        if (base / ref).is_file(): return base / ref
+        if (base / ref).is_file():
+            return base / ref
     folder = up / Path(ref).parent
     near = [str(Path(ref).parent / f.name) for f in folder.glob("*.yaml")] if folder.is_dir() else []
     raise ConfigError(f"{source}: {key}: included file not found: {ref}{closest(ref, near)}")
@@ -187,18 +222,25 @@ def _merge(dst: dict, src: dict, prov: dict, src_prov: dict | str, prefix: str =
     "Deep-merge `src` into `dst` (src wins) and record each written leaf's source in `prov`."
     for k, v in src.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict) and isinstance(dst.get(k), dict): _merge(dst[k], v, prov, src_prov, key + ".")
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v, prov, src_prov, key + ".")
         else:
-            for old in [p for p in prov if p == key or p.startswith(key + ".")]: del prov[old]
+            for old in [p for p in prov if p == key or p.startswith(key + ".")]:
+                del prov[old]
             dst[k] = v
-            if isinstance(src_prov, str): _mark(prov, v, key, src_prov)
-            else: prov.update({p: s for p, s in src_prov.items() if p == key or p.startswith(key + ".")})
+            if isinstance(src_prov, str):
+                _mark(prov, v, key, src_prov)
+            else:
+                prov.update({p: s for p, s in src_prov.items() if p == key or p.startswith(key + ".")})
+
 
 def _mark(prov: dict, v, key: str, source: str) -> None:
     "Record `source` for every leaf under `key`."
     if isinstance(v, dict) and v:
-        for k, sub in v.items(): _mark(prov, sub, f"{key}.{k}", source)
-    else: prov[key] = source
+        for k, sub in v.items():
+            _mark(prov, sub, f"{key}.{k}", source)
+    else:
+        prov[key] = source
 
 # %% ../nbs/00_config.ipynb #cbb2603f
 def _resolve(path: Path, stack: tuple = ()) -> tuple[dict, dict]:
@@ -217,7 +259,10 @@ def _resolve(path: Path, stack: tuple = ()) -> tuple[dict, dict]:
     elif isinstance(inc, dict):
         for layer, ref in inc.items():
             if layer not in LAYERS:
-                raise ConfigError(f"{rel_path(path)}: include.{layer}: unknown layer{closest(layer, LAYERS)}; layers are {', '.join(LAYERS)}")
+                raise ConfigError(
+                    f"{rel_path(path)}: include.{layer}: unknown layer{closest(layer, LAYERS)}; "
+                    f"layers are {', '.join(LAYERS)}"
+                )
             sub, sub_prov = _resolve(_find_include(ref, path, f"include.{layer}"), stack)
             _merge(data, {layer: sub}, prov, {f"{layer}.{k}": s for k, s in sub_prov.items()})
     elif inc is not None:
@@ -230,38 +275,56 @@ def _field_at(keys: list[str], root: type[BaseModel] | None = None):
     "The pydantic FieldInfo at a dotted path of `root` (RunConfig), or None if the path is not a field."
     model, info = root or RunConfig, None
     for k in keys:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or k not in model.model_fields: return None
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or k not in model.model_fields:
+            return None
         info = model.model_fields[k]
         model = info.annotation
     return info
 
+
 def _parse_value(keys: list[str], text: str):
     "Typed by the schema: raw text for str fields, YAML otherwise."
     info = _field_at(keys)
-    if info is not None and info.annotation in (str, str | None): return text
-    try: return yaml.safe_load(text)
-    except yaml.YAMLError: return text
+    if info is not None and info.annotation in (str, str | None):
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
 
 def apply_overrides(data: dict, prov: dict, overrides: list[str], run_file: Path) -> None:
     "Apply `key=value` overrides in place; a layer name with a bare value swaps in that layer's file."
     for item in overrides:
         key, sep, text = item.partition("=")
         key = key.strip()
-        if not sep or not key: raise ConfigError(f"command line: {item!r}: overrides look like key=value, e.g. train.seed=99")
+        if not sep or not key:
+            raise ConfigError(f"command line: {item!r}: overrides look like key=value, e.g. train.seed=99")
         keys = key.split(".")
-        if keys[0] == "include": raise ConfigError(f"command line: {key}: includes cannot be overridden; name a layer file instead (e.g. hardware=cpu)")
+        if keys[0] == "include":
+            raise ConfigError(
+                f"command line: {key}: includes cannot be overridden; name a layer file instead (e.g. hardware=cpu)"
+            )
         if len(keys) == 1 and keys[0] in LAYERS:
             ref = text if text.endswith((".yaml", ".yml")) else f"{keys[0]}/{text}.yaml"
             sub, sub_prov = _resolve(_find_include(ref, Path(run_file), key, "command line"))
             data.pop(keys[0], None)
-            for p in [p for p in prov if p.startswith(keys[0] + ".")]: del prov[p]
+            for p in [p for p in prov if p.startswith(keys[0] + ".")]:
+                del prov[p]
             _merge(data, {keys[0]: sub}, prov, {f"{keys[0]}.{k}": s for k, s in sub_prov.items()})
             continue
         node = data
         for i, k in enumerate(keys[:-1]):
             node = node.setdefault(k, {})
-            if not isinstance(node, dict): raise ConfigError(f"command line: {key}: {'.'.join(keys[:i + 1])} is not a section")
-        _merge(node, {keys[-1]: _parse_value(keys, text)}, prov, "command line", ".".join(keys[:-1]) + "." if len(keys) > 1 else "")
+            if not isinstance(node, dict):
+                raise ConfigError(f"command line: {key}: {'.'.join(keys[:i + 1])} is not a section")
+        _merge(
+            node,
+            {keys[-1]: _parse_value(keys, text)},
+            prov,
+            "command line",
+            ".".join(keys[:-1]) + "." if len(keys) > 1 else "",
+        )
 
 # %% ../nbs/00_config.ipynb #e15206d6
 def _source(prov: dict, key: str, fallback: str) -> str:
@@ -269,10 +332,13 @@ def _source(prov: dict, key: str, fallback: str) -> str:
     parts = key.split(".")
     for n in range(len(parts), 0, -1):
         k = ".".join(parts[:n])
-        if k in prov: return prov[k]
+        if k in prov:
+            return prov[k]
         under = sorted(s for p, s in prov.items() if p.startswith(k + "."))
-        if under: return under[-1] if len(set(under)) == 1 else max(set(under), key=under.count)
+        if under:
+            return under[-1] if len(set(under)) == 1 else max(set(under), key=under.count)
     return fallback
+
 
 def _describe(err: dict, root: type[BaseModel]) -> str:
     "One pydantic error as a short problem statement."
@@ -282,82 +348,123 @@ def _describe(err: dict, root: type[BaseModel]) -> str:
         model = parent.annotation if parent is not None else root
         fields = list(getattr(model, "model_fields", {}))
         return f"unknown key{closest(loc[-1], fields)}"
-    if err["type"] == "missing": return "missing required key"
+    if err["type"] == "missing":
+        return "missing required key"
     msg = err["msg"].removeprefix("Value error, ")
     return msg if err["type"] == "value_error" else f"{msg} (got {err.get('input')!r})"
+
 
 def micro_batch(cfg: RunConfig) -> int:
     "Sequences per forward pass: the profile's micro-batch, or the whole batch when that is smaller."
     return min(cfg.hardware.batch_size, cfg.train.batch_size)
 
+
 def grad_accum(cfg: RunConfig) -> int:
     "Micro-batches per optimizer step."
     return cfg.train.batch_size // micro_batch(cfg)
+
 
 def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
     "Checks that span layers, as (dotted key, problem)."
     out = []
     cap = TOKEN_DTYPE_MAX[cfg.data.token_dtype]
     if cfg.model.vocab_size > cap:
-        out.append(("model.vocab_size", f"{cfg.model.vocab_size} does not fit data.token_dtype={cfg.data.token_dtype} (at most {cap})"))
+        out.append(
+            (
+                "model.vocab_size",
+                f"{cfg.model.vocab_size} does not fit data.token_dtype={cfg.data.token_dtype} (at most {cap})",
+            )
+        )
     if cfg.data.source == "conjugations" and cfg.model.vocab_size < 256:
-        out.append(("model.vocab_size", f"{cfg.model.vocab_size} cannot hold the 256 byte values of data.source=conjugations"))
+        out.append(
+            ("model.vocab_size", f"{cfg.model.vocab_size} cannot hold the 256 byte values of data.source=conjugations")
+        )
     if cfg.train.seq_len > cfg.model.max_seq_len:
         out.append(("train.seq_len", f"{cfg.train.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}"))
     if cfg.train.batch_size % micro_batch(cfg):
-        out.append(("train.batch_size", f"{cfg.train.batch_size} is not a multiple of hardware.batch_size={cfg.hardware.batch_size} (the micro-batch)"))
-    if cfg.train.schedule == "wsd" and cfg.train.warmup_steps + cfg.train.decay_frac * cfg.train.max_steps > cfg.train.max_steps:
-        out.append(("train.warmup_steps", f"warmup ({cfg.train.warmup_steps}) plus decay ({cfg.train.decay_frac} x {cfg.train.max_steps}) exceeds max_steps"))
+        out.append(
+            (
+                "train.batch_size",
+                f"{cfg.train.batch_size} is not a multiple of hardware.batch_size={cfg.hardware.batch_size} "
+                "(the micro-batch)",
+            )
+        )
+    if (
+        cfg.train.schedule == "wsd"
+        and cfg.train.warmup_steps + cfg.train.decay_frac * cfg.train.max_steps > cfg.train.max_steps
+    ):
+        out.append(
+            (
+                "train.warmup_steps",
+                f"warmup ({cfg.train.warmup_steps}) plus decay ({cfg.train.decay_frac} x {cfg.train.max_steps}) "
+                "exceeds max_steps",
+            )
+        )
     return out
+
 
 def _validated(cls: type[BaseModel], data: dict, prov: dict, fallback: str, prefix: str = ""):
     "cls.model_validate(data), with the first error as a one-line ConfigError naming file and key."
-    try: return cls.model_validate(data)
+    try:
+        return cls.model_validate(data)
     except ValidationError as e:
-        errs = sorted(e.errors(), key=lambda x: x["type"] != "extra_forbidden")  # a typo explains the 'missing' it causes
+        errs = sorted(
+            e.errors(), key=lambda x: x["type"] != "extra_forbidden"
+        )  # a typo explains the 'missing' it causes
         loc = ".".join(str(x) for x in errs[0]["loc"])
         key = prefix + loc if loc else (prefix.rstrip(".") or "(top level)")
         more = f" (and {len(errs) - 1} more error{'s' * (len(errs) > 2)})" if len(errs) > 1 else ""
         raise ConfigError(f"{_source(prov, loc or key, fallback)}: {key}: {_describe(errs[0], cls)}{more}") from None
 
+
 def validate(data: dict, prov: dict, fallback: str = "config") -> RunConfig:
     "Validate merged data into a RunConfig, or raise a one-line ConfigError naming file and key."
     cfg = _validated(RunConfig, data, prov, fallback)
-    for key, problem in _cross_checks(cfg): raise ConfigError(f"{_source(prov, key, fallback)}: {key}: {problem}")
+    for key, problem in _cross_checks(cfg):
+        raise ConfigError(f"{_source(prov, key, fallback)}: {key}: {problem}")
     return cfg
 
 # %% ../nbs/00_config.ipynb #1dac426b
 def load_config(path, overrides: list[str] | tuple = ()) -> RunConfig:
     "Load a run file with its includes, apply `key=value` overrides and validate."
     path = Path(path)
-    if not path.is_file(): raise ConfigError(f"{path}: run config not found")
+    if not path.is_file():
+        raise ConfigError(f"{path}: run config not found")
     data, prov = _resolve(path)
     apply_overrides(data, prov, list(overrides), path)
     return validate(data, prov, rel_path(path))
+
 
 def flatten(d: dict, prefix: str = "") -> dict:
     "Nested config dict as dotted keys: {'train': {'lr': 1}} -> {'train.lr': 1}."
     out = {}
     for k, v in d.items():
-        if isinstance(v, dict): out.update(flatten(v, f"{prefix}{k}."))
-        else: out[f"{prefix}{k}"] = v
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
     return out
+
 
 def load_layer(path, layer: str) -> BaseModel:
     "Load one layer file (e.g. `configs/model/tiny-50m.yaml` as 'model'), validated by that layer's schema."
     path = Path(path)
-    if not path.is_file(): raise ConfigError(f"{path}: config not found")
+    if not path.is_file():
+        raise ConfigError(f"{path}: config not found")
     data, prov = _resolve(path)
     return _validated(RunConfig.model_fields[layer].annotation, data, prov, rel_path(path), f"{layer}.")
+
 
 def config_hash(cfg: RunConfig) -> str:
     "Stable short hash of a resolved config: same values, same hash, whatever the files looked like."
     blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+
 def config_yaml(cfg: RunConfig) -> str:
     "The resolved config as YAML; loading it back gives the same config and hash."
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
 
 def save_config(cfg: RunConfig, path) -> Path:
     "Write the resolved config next to a run's outputs (with its hash in a comment)."
@@ -373,11 +480,14 @@ import sys
 # %% ../nbs/00_config.ipynb #da1d475d
 def main(argv: list[str] | None = None) -> int:
     "CLI: resolve RUN.yaml with key=value overrides; print YAML + hash (exit 0) or one error line (exit 2)."
-    ap = argparse.ArgumentParser(prog="python -m enlace.config", description="Print a run's resolved config and its hash.")
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.config", description="Print a run's resolved config and its hash."
+    )
     ap.add_argument("run", help="run file, e.g. configs/runs/smoke-cpu.yaml")
     ap.add_argument("overrides", nargs="*", help="dotted overrides such as train.seed=99 or hardware=turing-2060")
     args = ap.parse_args(argv)
-    try: cfg = load_config(args.run, args.overrides)
+    try:
+        cfg = load_config(args.run, args.overrides)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -386,4 +496,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/00_config.ipynb #7198e908
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

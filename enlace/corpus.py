@@ -25,28 +25,33 @@ __all__ = ['EXTENSIONS', 'HF_PREFIX', 'READERS', 'PrepareError', 'is_saved_datas
 EXTENSIONS = (".txt", ".jsonl", ".parquet")
 HF_PREFIX = "hf:"
 
+
 class PrepareError(RuntimeError):
     "A corpus or setting that cannot be prepared; the message is one line and names the file or option."
 
 # %% ../nbs/05_corpus.ipynb #df58793a
 def _datasets():
     "The `datasets` module, imported on first use; a one-line PrepareError saying how to install it when missing."
-    try: import datasets
+    try:
+        import datasets
     except ImportError:
-        raise PrepareError("Hugging Face dataset sources need the `datasets` package: pip install -e .[datasets]") from None
+        raise PrepareError(
+            "Hugging Face dataset sources need the `datasets` package: pip install -e .[datasets]"
+        ) from None
     return datasets
 
 # %% ../nbs/05_corpus.ipynb #0c04d372
 def is_saved_dataset(p) -> bool:
     "True for a folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."
     p = Path(p)
-    return p.is_dir() and ((p / "dataset_dict.json").is_file() or
-                           ((p / "state.json").is_file() and (p / "dataset_info.json").is_file()))
+    return p.is_dir() and (
+        (p / "dataset_dict.json").is_file() or ((p / "state.json").is_file() and (p / "dataset_info.json").is_file())
+    )
 
 # %% ../nbs/05_corpus.ipynb #936e0272
 def parse_hf(spec: str) -> tuple[str, str | None, str]:
     "NAME, CONFIG (or None) and SPLIT ('train' when omitted) of a source `hf:NAME[:CONFIG][@SPLIT]`."
-    body, _, split = spec[len(HF_PREFIX):].partition("@")
+    body, _, split = spec[len(HF_PREFIX) :].partition("@")
     name, _, config = body.partition(":")
     if not name or (_ and not config) or ("@" in spec and not split):
         raise PrepareError(f"{spec}: expected hf:NAME[:CONFIG][@SPLIT], e.g. hf:wikimedia/wikipedia:20231101.es@train")
@@ -58,28 +63,36 @@ def _quiet_hub():
     "Silence the Hub clients' retry warnings for the duration, so that an offline failure prints one line."
     loggers = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
     levels = [lg.level for lg in loggers]
-    for lg in loggers: lg.setLevel(logging.ERROR)
-    try: yield
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
     finally:
-        for lg, level in zip(loggers, levels): lg.setLevel(level)
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
 
 def _hub_error(spec: str, e: Exception) -> PrepareError:
     "A one-line PrepareError for a failure to open or stream `spec`: offline, not found, or other."
     kind = type(e).__name__
     if isinstance(e, (ConnectionError, TimeoutError)) or any(w in kind for w in ("Connection", "Offline", "Timeout")):
-        return PrepareError(f"{spec}: cannot reach the Hugging Face Hub (offline?); save the dataset with "
-                            f"save_to_disk where there is a network and pass its folder instead")
+        return PrepareError(
+            f"{spec}: cannot reach the Hugging Face Hub (offline?); save the dataset with "
+            f"save_to_disk where there is a network and pass its folder instead"
+        )
     first = (str(e).strip().splitlines() or [""])[0][:200]
     return PrepareError(f"{spec}: cannot load the dataset ({kind}: {first})")
 
 # %% ../nbs/05_corpus.ipynb #6c3cf5b1
 class HFInput:
     "One split of a Hugging Face dataset: saved on disk (`ds`, memory-mapped) or streamed from the Hub (`stream`)."
+
     def __init__(self, name: str, split: str | None, ds=None, stream=None, files: list | None = None):
         self.name, self.split, self.ds, self.stream, self.files = name, split, ds, stream, files or []
         self.bytes_read = 0
 
-    def __str__(self): return f"{self.name}@{self.split}" if self.split else self.name
+    def __str__(self):
+        return f"{self.name}@{self.split}" if self.split else self.name
 
     @property
     def size(self) -> int | None:
@@ -88,17 +101,26 @@ class HFInput:
 
     def key(self) -> list:
         "What identifies this input when resuming (see above)."
-        if self.ds is None: return [str(self), "hub"]
-        return [str(self), "dataset", self.ds._fingerprint, self.ds.num_rows,
-                *[[str(f), f.stat().st_size, int(f.stat().st_mtime)] for f in self.files]]
+        if self.ds is None:
+            return [str(self), "hub"]
+        return [
+            str(self),
+            "dataset",
+            self.ds._fingerprint,
+            self.ds.num_rows,
+            *[[str(f), f.stat().st_size, int(f.stat().st_mtime)] for f in self.files],
+        ]
 
     def texts(self) -> Iterator:
         "The `text` of each row, in order; counts the UTF-8 bytes read in `bytes_read`."
         if self.ds is not None:
             rows = (t for b in self.ds.select_columns(["text"]).iter(batch_size=256) for t in b["text"])
-        else: rows = self._streamed()
+        else:
+            rows = self._streamed()
         for t in rows:
-            if t is not None: t = str(t); self.bytes_read += len(t.encode())
+            if t is not None:
+                t = str(t)
+                self.bytes_read += len(t.encode())
             yield t
 
     def _streamed(self) -> Iterator:
@@ -106,52 +128,73 @@ class HFInput:
         try:
             with _quiet_hub():
                 for row in self.stream:
-                    if "text" not in row: raise _no_text(str(self), list(row))
+                    if "text" not in row:
+                        raise _no_text(str(self), list(row))
                     yield row["text"]
-        except PrepareError: raise
-        except Exception as e: raise _hub_error(str(self), e) from None
+        except PrepareError:
+            raise
+        except Exception as e:
+            raise _hub_error(str(self), e) from None
+
 
 def _no_text(name: str, columns: list) -> PrepareError:
     "The one-line error for a dataset without a `text` column, listing the columns it has."
-    return PrepareError(f"{name}: no 'text' column (columns: {', '.join(map(str, columns)) or 'none'}); "
-                        f"rename it with rename_column('COLUMN', 'text') first")
+    return PrepareError(
+        f"{name}: no 'text' column (columns: {', '.join(map(str, columns)) or 'none'}); "
+        f"rename it with rename_column('COLUMN', 'text') first"
+    )
 
 # %% ../nbs/05_corpus.ipynb #42b58897
 def open_saved(source: str) -> list[HFInput]:
     "The splits of a saved dataset folder `DIR[@SPLIT]`, loaded memory-mapped with `datasets.load_from_disk`."
     p, split = Path(source), None
     if not p.exists() and "@" in source:
-        base, _, split = source.rpartition("@"); p = Path(base)
-    try: ds = _datasets().load_from_disk(str(p))
-    except PrepareError: raise
+        base, _, split = source.rpartition("@")
+        p = Path(base)
+    try:
+        ds = _datasets().load_from_disk(str(p))
+    except PrepareError:
+        raise
     except Exception as e:
-        raise PrepareError(f"{source}: cannot load the saved dataset ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})") from None
+        raise PrepareError(
+            f"{source}: cannot load the saved dataset ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]})"
+        ) from None
     if hasattr(ds, "keys"):
-        if split is not None and split not in ds: raise PrepareError(f"{source}: no split {split!r}; the dataset has {', '.join(ds)}")
-        items = [HFInput(str(p), s, ds[s], files=sorted((p / s).glob("*.arrow"))) for s in ([split] if split else list(ds))]
+        if split is not None and split not in ds:
+            raise PrepareError(f"{source}: no split {split!r}; the dataset has {', '.join(ds)}")
+        items = [
+            HFInput(str(p), s, ds[s], files=sorted((p / s).glob("*.arrow"))) for s in ([split] if split else list(ds))
+        ]
     else:
-        if split is not None: raise PrepareError(f"{source}: a Dataset (not a DatasetDict) has no splits; drop '@{split}'")
+        if split is not None:
+            raise PrepareError(f"{source}: a Dataset (not a DatasetDict) has no splits; drop '@{split}'")
         items = [HFInput(str(p), None, ds, files=sorted(p.glob("*.arrow")))]
     for it in items:
-        if "text" not in it.ds.column_names: raise _no_text(str(it), it.ds.column_names)
+        if "text" not in it.ds.column_names:
+            raise _no_text(str(it), it.ds.column_names)
     return items
 
+
 def open_hub(spec: str) -> HFInput:
-    "A Hub source `hf:NAME[:CONFIG][@SPLIT]` opened with `datasets.load_dataset(..., streaming=True)` (nothing downloaded yet)."
+    "A Hub source `hf:NAME[:CONFIG][@SPLIT]` opened with `datasets.load_dataset(..., streaming=True)`, not downloaded."
     name, config, split = parse_hf(spec)
     datasets = _datasets()
     try:
-        with _quiet_hub(): stream = datasets.load_dataset(name, config, split=split, streaming=True)
-    except Exception as e: raise _hub_error(spec, e) from None
+        with _quiet_hub():
+            stream = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as e:
+        raise _hub_error(spec, e) from None
     cols = getattr(stream, "column_names", None)
     label = f"{name}:{config}" if config else name
-    if cols is not None and "text" not in cols: raise _no_text(f"{HF_PREFIX}{label}@{split}", cols)
+    if cols is not None and "text" not in cols:
+        raise _no_text(f"{HF_PREFIX}{label}@{split}", cols)
     return HFInput(f"{HF_PREFIX}{label}", split, stream=stream)
 
 # %% ../nbs/05_corpus.ipynb #fda49bb9
 def _saved_source(s: str) -> bool:
     "True when `s` is a saved dataset folder, or such a folder followed by '@SPLIT'."
     return is_saved_dataset(s) or (not Path(s).exists() and "@" in s and is_saved_dataset(s.rpartition("@")[0]))
+
 
 def list_files(sources: list) -> dict[str, list]:
     "The inputs of each SOURCE: files (Path) of a file or folder, or HFInput splits of a dataset source."
@@ -169,8 +212,9 @@ def list_files(sources: list) -> dict[str, list]:
             raise PrepareError(f"{s}: no such file or directory")
         if p.is_file():
             if p.suffix.lower() not in EXTENSIONS:
-                raise PrepareError(f"{s}: unknown extension {p.suffix or '(none)'!r}; "
-                                   f"expected one of {', '.join(EXTENSIONS)}")
+                raise PrepareError(
+                    f"{s}: unknown extension {p.suffix or '(none)'!r}; " f"expected one of {', '.join(EXTENSIONS)}"
+                )
             files = [p]
         else:
             files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in EXTENSIONS)
@@ -179,9 +223,11 @@ def list_files(sources: list) -> dict[str, list]:
         raise PrepareError(f"no {'/'.join(EXTENSIONS)} files in {', '.join(map(str, sources))}")
     return out
 
+
 def input_size(item) -> int | None:
     "Raw bytes of an input for progress bars (None when unknown: a Hub stream)."
     return item.size if isinstance(item, HFInput) else item.stat().st_size
+
 
 def input_key(item) -> list:
     "What identifies an input for resuming: resolved path, size and mtime of a file; `HFInput.key` for a dataset."
@@ -195,9 +241,11 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _GUTENBERG_START = re.compile(r"^\s*\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG", re.I)
 _GUTENBERG_END = re.compile(r"^\s*\*\*\*\s*END OF (THE|THIS) PROJECT GUTENBERG", re.I)
 
+
 def clean_text(s: str) -> tuple[str, int]:
     "Text with LF newlines, no control characters except \\n and \\t, in NFC; and how many controls were removed."
-    if "\r" in s: s = s.replace("\r\n", "\n").replace("\r", "\n")
+    if "\r" in s:
+        s = s.replace("\r\n", "\n").replace("\r", "\n")
     s, n = _CONTROL.subn("", s.lstrip("\ufeff"))
     return (s if unicodedata.is_normalized("NFC", s) else unicodedata.normalize("NFC", s)), n
 
@@ -205,64 +253,86 @@ def clean_text(s: str) -> tuple[str, int]:
 def _paragraphs(text: str) -> Iterator[str]:
     "The paragraphs (blocks between blank lines) of a text, stripped."
     for p in re.split(r"\n[ \t]*\n", text):
-        if p.strip(): yield p.strip()
+        if p.strip():
+            yield p.strip()
+
 
 def _has_gutenberg_start(path: Path, probe: int = 1 << 16) -> bool:
     "True when the first `probe` bytes of a file carry a Gutenberg START marker."
-    with open(path, "rb") as f: head = f.read(probe).decode("utf-8", "ignore")
+    with open(path, "rb") as f:
+        head = f.read(probe).decode("utf-8", "ignore")
     return any(_GUTENBERG_START.match(l) for l in head.splitlines())
+
 
 def read_txt(path: Path, stats, max_line_chars: int = 1 << 22) -> Iterator[str | None]:
     "Paragraphs of a text file, streamed line by line (lines longer than `max_line_chars` read in pieces)."
     skipping = _has_gutenberg_start(path)
     buf: list[str] = []
+
     def flush():
         if buf:
-            yield from _paragraphs("\n".join(buf)); buf.clear()
+            yield from _paragraphs("\n".join(buf))
+            buf.clear()
+
     with open(path, encoding="utf-8", errors="strict") as f:
         for raw in iter(lambda: f.readline(max_line_chars), ""):
             if skipping:
                 stats("gutenberg_header", len(raw.encode()))
-                if _GUTENBERG_START.match(raw): skipping = False
+                if _GUTENBERG_START.match(raw):
+                    skipping = False
                 continue
             if _GUTENBERG_END.match(raw):
                 rest = len(raw.encode()) + sum(len(l.encode()) for l in f)
                 stats("gutenberg_licence", rest)
                 break
-            if not raw.strip(): yield from flush()
-            elif not raw.endswith("\n") and len(raw) >= max_line_chars: buf.append(raw); yield from flush()
-            else: buf.append(raw.rstrip("\n"))
+            if not raw.strip():
+                yield from flush()
+            elif not raw.endswith("\n") and len(raw) >= max_line_chars:
+                buf.append(raw)
+                yield from flush()
+            else:
+                buf.append(raw.rstrip("\n"))
     yield from flush()
     yield None
+
 
 def read_jsonl(path: Path, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` field of each JSON line; one record per line."
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
-            if not line.strip(): continue
-            try: text = json.loads(line)["text"]
+            if not line.strip():
+                continue
+            try:
+                text = json.loads(line)["text"]
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise PrepareError(f"{path}:{i}: not a JSON object with a 'text' field") from None
             yield from _paragraphs(str(text).replace("\r\n", "\n"))
             yield None
 
+
 def read_parquet(path: Path, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` column of a Parquet file, read one row group at a time."
     import pyarrow.parquet as pq
+
     pf = pq.ParquetFile(path)
-    if "text" not in pf.schema_arrow.names: raise PrepareError(f"{path}: no 'text' column")
+    if "text" not in pf.schema_arrow.names:
+        raise PrepareError(f"{path}: no 'text' column")
     for g in range(pf.num_row_groups):
         for text in pf.read_row_group(g, columns=["text"]).column("text").to_pylist():
-            if text is None: continue
+            if text is None:
+                continue
             yield from _paragraphs(text.replace("\r\n", "\n"))
             yield None
+
 
 def read_dataset(item: HFInput, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` of each row of a dataset split; one record per row, like a JSON line."
     for text in item.texts():
-        if text is None: continue
+        if text is None:
+            continue
         yield from _paragraphs(text.replace("\r\n", "\n"))
         yield None
+
 
 READERS = {".txt": read_txt, ".jsonl": read_jsonl, ".parquet": read_parquet}
 
@@ -272,49 +342,76 @@ def doc_split(text: str, val_per_mille: int) -> str:
     h = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
     return "val" if h % 1000 < val_per_mille else "train"
 
+
 class Cleaner:
     "Streams documents out of source inputs; `report` counts what was dropped, per source and reason."
+
     def __init__(self, min_chars: int = 64, doc_chars: int = 8192, dedup_min_chars: int = 32):
         self.min_chars, self.doc_chars, self.dedup_min_chars = min_chars, doc_chars, dedup_min_chars
         self.seen: set[bytes] = set()
         self.report: dict = {}
 
     def _stats(self, source: str):
-        r = self.report.setdefault(source, {"files": 0, "raw_bytes": 0, "kept_docs": 0, "kept_bytes": 0, "dropped": {},
-                                            "control_chars_removed": 0})
+        r = self.report.setdefault(
+            source,
+            {"files": 0, "raw_bytes": 0, "kept_docs": 0, "kept_bytes": 0, "dropped": {}, "control_chars_removed": 0},
+        )
+
         def add(reason: str, nbytes: int, count: int = 1):
             d = r["dropped"].setdefault(reason, {"count": 0, "bytes": 0})
-            d["count"] += count; d["bytes"] += nbytes
+            d["count"] += count
+            d["bytes"] += nbytes
+
         return r, add
 
     def documents(self, source: str, item) -> Iterator[str]:
         "Cleaned, deduplicated documents of one input (a file Path or an HFInput) of `source`."
         r, add = self._stats(source)
         r["files"] += 1
-        if isinstance(item, HFInput): paras = read_dataset(item, add)
-        else: r["raw_bytes"] += item.stat().st_size; paras = READERS[item.suffix.lower()](item, add)
+        if isinstance(item, HFInput):
+            paras = read_dataset(item, add)
+        else:
+            r["raw_bytes"] += item.stat().st_size
+            paras = READERS[item.suffix.lower()](item, add)
         doc: list[str] = []
         size = 0
+
         def close():
             nonlocal size
-            text = "\n\n".join(doc); doc.clear(); size = 0
-            if not text: return None
-            if len(text) < self.min_chars: add("too_short", len(text.encode())); return None
-            r["kept_docs"] += 1; r["kept_bytes"] += len(text.encode())
+            text = "\n\n".join(doc)
+            doc.clear()
+            size = 0
+            if not text:
+                return None
+            if len(text) < self.min_chars:
+                add("too_short", len(text.encode()))
+                return None
+            r["kept_docs"] += 1
+            r["kept_bytes"] += len(text.encode())
             return text
+
         for para in paras:
             if para is None:
-                if (t := close()): yield t
+                if t := close():
+                    yield t
                 continue
             para, n = clean_text(para)
             r["control_chars_removed"] += n
             para = para.strip()
-            if not para: add("empty", 0); continue
+            if not para:
+                add("empty", 0)
+                continue
             if len(para) >= self.dedup_min_chars:
                 h = hashlib.sha256(para.encode()).digest()[:8]
-                if h in self.seen: add("duplicate_paragraph", len(para.encode())); continue
+                if h in self.seen:
+                    add("duplicate_paragraph", len(para.encode()))
+                    continue
                 self.seen.add(h)
-            doc.append(para); size += len(para) + 2
-            if size >= self.doc_chars and (t := close()): yield t
-        if (t := close()): yield t
-        if isinstance(item, HFInput): r["raw_bytes"] += item.bytes_read
+            doc.append(para)
+            size += len(para) + 2
+            if size >= self.doc_chars and (t := close()):
+                yield t
+        if t := close():
+            yield t
+        if isinstance(item, HFInput):
+            r["raw_bytes"] += item.bytes_read

@@ -24,6 +24,7 @@ __all__ = ['PAD_ID', 'TASKS', 'pad_batch', 'window_batch', 'Loader', 'shard_wind
 # %% ../nbs/08_dataloader.ipynb #be1a8ba2
 PAD_ID = 0
 
+
 def pad_batch(examples: list) -> dict:
     "Right-pad token sequences into {'input', 'target', 'mask'}; each example predicts its own next tokens."
     T = max(len(e) for e in examples) - 1
@@ -36,6 +37,7 @@ def pad_batch(examples: list) -> dict:
         inp[i, :n], tgt[i, :n], mask[i, :n] = e[:-1], e[1:], True
     return {"input": inp, "target": tgt, "mask": mask}
 
+
 def window_batch(windows: list) -> dict:
     "Stack equal windows of seq_len + 1 tokens into {'input', 'target', 'mask'} (every target counts)."
     w = torch.as_tensor(np.stack([np.asarray(x, dtype=np.int64) for x in windows]))
@@ -44,46 +46,64 @@ def window_batch(windows: list) -> dict:
 # %% ../nbs/08_dataloader.ipynb #a41c4d2b
 class Loader:
     "Batches of `batch` items in an order fixed by (seed, epoch); state is {'epoch', 'pos'}."
-    def __init__(self, n_items: int, make_batch: Callable[[list[int]], dict], batch: int, seed: int, shuffle: bool = True):
-        if n_items < batch: raise ConfigError(f"train.batch_size: {n_items} items cannot fill one batch of {batch}; lower the batch size or add data")
+
+    def __init__(
+        self, n_items: int, make_batch: Callable[[list[int]], dict], batch: int, seed: int, shuffle: bool = True
+    ):
+        if n_items < batch:
+            raise ConfigError(
+                f"train.batch_size: {n_items} items cannot fill one batch of {batch}; lower the batch size or add data"
+            )
         self.n, self.make_batch, self.batch, self.seed, self.shuffle = n_items, make_batch, batch, seed, shuffle
         self.epoch, self.pos, self._order = 0, 0, None
 
     def order(self, epoch: int) -> torch.Tensor:
         "The item order of one epoch."
-        if not self.shuffle: return torch.arange(self.n)
+        if not self.shuffle:
+            return torch.arange(self.n)
         return torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
 
     def next(self) -> dict:
         "The next batch, moving to the next epoch when this one cannot fill a batch."
-        if self.pos + self.batch > self.n: self.epoch, self.pos = self.epoch + 1, 0
-        if self._order is None or self._order[0] != self.epoch: self._order = (self.epoch, self.order(self.epoch))
-        idx = self._order[1][self.pos:self.pos + self.batch].tolist()
+        if self.pos + self.batch > self.n:
+            self.epoch, self.pos = self.epoch + 1, 0
+        if self._order is None or self._order[0] != self.epoch:
+            self._order = (self.epoch, self.order(self.epoch))
+        idx = self._order[1][self.pos : self.pos + self.batch].tolist()
         self.pos += self.batch
         return self.make_batch(idx)
 
-    def state_dict(self) -> dict: return {"epoch": self.epoch, "pos": self.pos}
-    def load_state_dict(self, s: dict) -> None: self.epoch, self.pos = int(s["epoch"]), int(s["pos"])
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.epoch, self.pos = int(s["epoch"]), int(s["pos"])
 
 # %% ../nbs/08_dataloader.ipynb #d6f184cc
 def shard_windows(shards: list, seq_len: int) -> tuple[int, Callable[[list[int]], dict]]:
     "Non-overlapping windows of seq_len + 1 tokens over memory-mapped shards: (count, make_batch)."
     per = np.array([max(0, (len(s) - 1) // seq_len) for s in shards], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(per)])
+
     def make_batch(idx):
         out = []
         for i in idx:
             s = int(np.searchsorted(starts, i, side="right") - 1)
             off = (i - starts[s]) * seq_len
-            out.append(shards[s][off:off + seq_len + 1])
+            out.append(shards[s][off : off + seq_len + 1])
         return window_batch(out)
+
     return int(starts[-1]), make_batch
 
 # %% ../nbs/08_dataloader.ipynb #927f19fe
 TASKS = {  # data.source -> where its hooks live (imported only when that source is used)
-    "conjugations": {"tokenizer": "bytes", "make_data": "enlace.tasks.conjugations.corpus:make_data",
-                     "finish": "enlace.tasks.conjugations.evaluate:finish"},
+    "conjugations": {
+        "tokenizer": "bytes",
+        "make_data": "enlace.tasks.conjugations.corpus:make_data",
+        "finish": "enlace.tasks.conjugations.evaluate:finish",
+    },
 }
+
 
 def task_hook(source: str, hook: str) -> Callable | None:
     "The `hook` ('make_data' or 'finish') of the task behind data.source `source`; None for token shards."
@@ -91,6 +111,7 @@ def task_hook(source: str, hook: str) -> Callable | None:
         return None
     module, name = TASKS[source][hook].split(":")
     return getattr(importlib.import_module(module), name)
+
 
 def run_tokenizer(cfg) -> Tokenizer:
     "The tokenizer of a run's data: its task's (bytes), or the verified copy inside its shard folder."
@@ -107,8 +128,10 @@ def make_data(cfg, micro_batch: int) -> dict:
     man = read_data_manifest(folder)
     tok = data_tokenizer(folder, man)
     if tok.vocab_size != cfg.model.vocab_size:
-        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} differs from the {tok.vocab_size} tokens of the "
-                          f"tokenizer in {folder}/tokenizer; set model.vocab_size={tok.vocab_size}")
+        raise ConfigError(
+            f"model.vocab_size: {cfg.model.vocab_size} differs from the {tok.vocab_size} tokens of the "
+            f"tokenizer in {folder}/tokenizer; set model.vocab_size={tok.vocab_size}"
+        )
     val = man.get("splits", {}).get("val", {})
     bpt = val["bytes"] / val["tokens"] if val.get("tokens") else man.get("bytes_per_token")  # for val_bpb
     loaders = {}
@@ -116,8 +139,10 @@ def make_data(cfg, micro_batch: int) -> dict:
         shards = open_shards(folder, split)
         top = max((int(s.max()) for s in shards if len(s)), default=0)
         if top >= cfg.model.vocab_size:
-            raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is too small for token id {top} "
-                              f"in {folder}/{split}_*.bin")
+            raise ConfigError(
+                f"model.vocab_size: {cfg.model.vocab_size} is too small for token id {top} "
+                f"in {folder}/{split}_*.bin"
+            )
         n, mk = shard_windows(shards, cfg.train.seq_len)
         loaders[split] = Loader(n, mk, micro_batch, cfg.train.seed, shuffle)
     return {**loaders, "tokenizer": tok, "bytes_per_token": bpt}

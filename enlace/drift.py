@@ -21,34 +21,53 @@ __all__ = ['layer_outputs', 'drift', 'plot_drift']
 
 # %% ../nbs/15_drift.ipynb #09ab6ac9
 def layer_outputs(model: Transformer, idx: torch.Tensor, dtype: torch.dtype) -> dict:
-    "Every layer's output for batch `idx`: float64 weights for dtype=float64, else float32 weights under autocast(dtype)."
+    "Every layer's output for batch `idx`: float64 weights for dtype=float64, else float32 ones under autocast(dtype)."
     m = copy.deepcopy(model).eval()
     m = m.double() if dtype == torch.float64 else m.float()
     names = ["embed", *[f"block {i}" for i in range(len(m.blocks))], "final norm"]
     mods = [m.embed, *m.blocks, m.norm]
     out = {}
-    hooks = [mod.register_forward_hook(lambda _m, _i, o, n=n: out.__setitem__(n, o.detach().double())) for n, mod in zip(names, mods)]
+    hooks = [
+        mod.register_forward_hook(lambda _m, _i, o, n=n: out.__setitem__(n, o.detach().double()))
+        for n, mod in zip(names, mods)
+    ]
     dev = next(m.parameters()).device
     ctx = torch.autocast(dev.type, dtype=dtype) if dtype != torch.float64 else torch.autocast(dev.type, enabled=False)
-    with torch.no_grad(), ctx: out["logits"] = m(idx.to(dev)).detach().double()
-    for h in hooks: h.remove()
+    with torch.no_grad(), ctx:
+        out["logits"] = m(idx.to(dev)).detach().double()
+    for h in hooks:
+        h.remove()
     return out
+
 
 def drift(model: Transformer, idx: torch.Tensor, dtypes=(torch.float16, torch.bfloat16)) -> pd.DataFrame:
     "Relative error ||y - y64|| / ||y64|| of each layer's output for each dtype."
     ref = layer_outputs(model, idx, torch.float64)
     cols = {str(dt).removeprefix("torch."): layer_outputs(model, idx, dt) for dt in dtypes}
-    return pd.DataFrame({name: {layer: ((v[layer] - ref[layer]).norm() / ref[layer].norm()).item() for layer in ref}
-                         for name, v in cols.items()}).rename_axis("layer")
+    return pd.DataFrame(
+        {
+            name: {layer: ((v[layer] - ref[layer]).norm() / ref[layer].norm()).item() for layer in ref}
+            for name, v in cols.items()
+        }
+    ).rename_axis("layer")
 
 # %% ../nbs/15_drift.ipynb #11b99913
 def plot_drift(df: pd.DataFrame, path=None):
-    "Per-layer relative error on a log scale; saved to `path` if given."
+    "Per-layer relative error on a log scale (exact layers marked at the bottom); saved to `path` if given."
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    for col in df.columns: ax.semilogy(range(len(df)), df[col], "o-", label=col)
+    positive = df[df > 0]
+    floor = positive.min().min() / 10 if positive.notna().any().any() else 1e-12
+    for col in df.columns:
+        line = ax.semilogy(range(len(df)), positive[col], "o-", label=col)[0]
+        exact = [i for i, v in enumerate(df[col]) if v == 0]  # an error of 0 (e.g. bfloat16 embeddings) has no log
+        if exact:
+            ax.plot(exact, [floor] * len(exact), "v", color=line.get_color(), label=f"{col}: exact")
     ax.set_xticks(range(len(df)), df.index, rotation=30, ha="right")
-    ax.set_ylabel("relative error vs float64"); ax.grid(True, which="both", alpha=0.3); ax.legend()
+    ax.set_ylabel("relative error vs float64")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
     fig.tight_layout()
-    if path is not None: fig.savefig(path, dpi=110)
+    if path is not None:
+        fig.savefig(path, dpi=110)
     plt.close(fig)
     return fig

@@ -21,6 +21,7 @@ __all__ = ['KVCache', 'sample_next_token', 'Engine', 'complete']
 # %% ../nbs/10_engine.ipynb #ce2fd4dd
 class KVCache:
     "Preallocated keys/values for every layer, (n_layers, B, n_kv_heads, max_len, head_dim); `pos` are filled."
+
     def __init__(self, c: ModelConfig, batch: int, max_len: int, device=None, dtype=torch.float32):
         shape = (c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
@@ -30,8 +31,8 @@ class KVCache:
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         "Store this step's k, v (B, n_kv_heads, T, head_dim) at `pos`; return all keys and values so far."
         end = self.pos + k.shape[2]
-        self.k[layer, :, :, self.pos:end] = k
-        self.v[layer, :, :, self.pos:end] = v
+        self.k[layer, :, :, self.pos : end] = k
+        self.v[layer, :, :, self.pos : end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
 
     def expand(self, n: int) -> KVCache:
@@ -43,8 +44,13 @@ class KVCache:
         return out
 
 # %% ../nbs/10_engine.ipynb #814b2b86
-def sample_next_token(logits: torch.Tensor, generator: torch.Generator | None = None, temperature: float = 1.0,
-                      top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
+def sample_next_token(
+    logits: torch.Tensor,
+    generator: torch.Generator | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> torch.Tensor:
     "Next token ids (B,) from last-position logits (B, V)."
     if temperature == 0:
         return logits.argmax(-1)
@@ -62,13 +68,22 @@ def sample_next_token(logits: torch.Tensor, generator: torch.Generator | None = 
 # %% ../nbs/10_engine.ipynb #f47c9cc9
 class Engine:
     "Generation on token ids with a KV cache; `tokenizer` is only needed by the text helper `complete`."
+
     def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None):
         self.model, self.tokenizer = model, tokenizer
 
     @torch.no_grad()
-    def generate(self, prompt: list[int] | list[list[int]], num_samples: int = 1, max_tokens: int = 64,
-                 temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                 stop: Iterable[int] = (), seed: int = 0) -> Iterator[tuple[list[int], list[bool]]]:
+    def generate(
+        self,
+        prompt: list[int] | list[list[int]],
+        num_samples: int = 1,
+        max_tokens: int = 64,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        stop: Iterable[int] = (),
+        seed: int = 0,
+    ) -> Iterator[tuple[list[int], list[bool]]]:
         "Yield (the next token of each row, whether each row was still running); rows are prompt-major."
         rows = [list(prompt)] if prompt and isinstance(prompt[0], int) else [list(p) for p in prompt]
         if not rows or not rows[0] or len({len(r) for r in rows}) != 1:
@@ -112,18 +127,23 @@ class Engine:
                     if live and tok not in stop:
                         got[row].append(tok)
             for j, i in enumerate(idxs):
-                out[i] = got[j * n] if n == 1 else got[j * n:(j + 1) * n]
+                out[i] = got[j * n] if n == 1 else got[j * n : (j + 1) * n]
         return out
 
 # %% ../nbs/10_engine.ipynb #bd40e913
-def complete(engine: Engine, prompts: list[str], max_tokens: int = 60, temperature: float = 0.8,
-             top_k: int | None = 50, seed: int = 0) -> list[str]:
+def complete(
+    engine: Engine,
+    prompts: list[str],
+    max_tokens: int = 60,
+    temperature: float = 0.8,
+    top_k: int | None = 50,
+    seed: int = 0,
+) -> list[str]:
     "Each prompt followed by its sampled continuation (a document start: after an <|eos|> when there is one)."
     tok = engine.tokenizer
     eos = tok.eos_id
     start = [] if eos is None else [eos]
     ids = [start + tok.encode(p) for p in prompts]
     stop = [] if eos is None else [eos]
-    new = engine.generate_batch(ids, stop=stop, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                                seed=seed)
+    new = engine.generate_batch(ids, stop=stop, max_tokens=max_tokens, temperature=temperature, top_k=top_k, seed=seed)
     return [p + tok.decode(n) for p, n in zip(prompts, new)]

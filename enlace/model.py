@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .common import run_cli
 from .config import ConfigError, ModelConfig, load_config, load_layer
 
 # %% auto #0
@@ -26,6 +27,7 @@ def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
     angles = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)  # (max_len, D/2)
     return torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
 
+
 def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     "Rotate the consecutive pairs of x (B, T, H, D) by the rotations of its T positions (freqs: (T, D/2))."
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
@@ -36,6 +38,7 @@ def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/03_model.ipynb #60202cb9
 class Attention(nn.Module):
     "Grouped-query causal self-attention with QK-norm and RoPE, optionally reading/writing a KV cache."
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv, self.hd = c.n_heads, c.n_kv_heads, c.head_dim
@@ -68,6 +71,7 @@ class Attention(nn.Module):
 # %% ../nbs/03_model.ipynb #e0ff26a2
 class MLP(nn.Module):
     "SwiGLU feed-forward: w_down(silu(gate) * up), gate and up from one fused projection."
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.w_gate_up = nn.Linear(c.d_model, 2 * c.d_ff, bias=False)
@@ -77,8 +81,10 @@ class MLP(nn.Module):
         gate, up = self.w_gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
         return self.w_down(F.silu(gate) * up)
 
+
 class Block(nn.Module):
     "Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.attn_norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
@@ -93,6 +99,7 @@ class Block(nn.Module):
 # %% ../nbs/03_model.ipynb #d1e7ed5b
 class Transformer(nn.Module):
     "Decoder-only LM: tokens (B, T) -> logits (B, T, vocab). `cache` is an `enlace.engine.KVCache` when generating."
+
     def __init__(self, c: ModelConfig):
         super().__init__()
         self.cfg = c
@@ -118,7 +125,7 @@ class Transformer(nn.Module):
         past = 0 if cache is None else cache.pos
         if past + T > self.cfg.max_seq_len:
             raise ValueError(f"sequence of {past + T} tokens exceeds model.max_seq_len={self.cfg.max_seq_len}")
-        freqs = self.freqs[past:past + T]  # (T, hd/2)
+        freqs = self.freqs[past : past + T]  # (T, hd/2)
         x = self.embed(idx)  # (B, T, d)
         for i, block in enumerate(self.blocks):
             x = block(x, freqs, cache, i)
@@ -146,6 +153,7 @@ def param_count(c: ModelConfig) -> dict:
     non_embedding = c.n_layers * layer + d
     return {"total": embedding + non_embedding, "embedding": embedding, "non_embedding": non_embedding}
 
+
 def flops_per_token(c: ModelConfig, seq_len: int | None = None) -> int:
     "Training FLOPs (forward + backward) per token at context `seq_len` (default model.max_seq_len)."
     T = seq_len or c.max_seq_len
@@ -161,9 +169,12 @@ import yaml
 # %% ../nbs/03_model.ipynb #c3acfd0e
 def _is_run_file(path: str) -> bool:
     "Run files compose layers (include mapping or a `model:` section); model files are flat."
-    try: data = yaml.safe_load(open(path, encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError): return False  # let the loader report it
+    try:
+        data = yaml.safe_load(open(path, encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # let the loader report it
     return isinstance(data, dict) and (isinstance(data.get("include"), (dict, list)) or "model" in data)
+
 
 def main(argv: list[str] | None = None) -> int:
     "CLI: parameter counts and FLOPs per token of MODEL_OR_RUN.yaml (exit 2 with one line on a bad config)."
@@ -176,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             run = load_config(args.config, args.overrides)
             cfg, seq_len = run.model, run.train.seq_len
         else:
-            if args.overrides: raise ConfigError(f"command line: overrides need a run file, {args.config} is a model file")
+            if args.overrides:
+                raise ConfigError(f"command line: overrides need a run file, {args.config} is a model file")
             cfg = load_layer(args.config, "model")
             seq_len = cfg.max_seq_len
     except ConfigError as e:
@@ -189,4 +201,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/03_model.ipynb #78c2d77d
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

@@ -48,8 +48,10 @@ def _no_tokenizers_parallelism():
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = old
 
+
 class ShardWriter:
     "Tokenizes the documents of each chunk on `workers` threads; writes `NAME.bin` + `done/NAME.json` once complete."
+
     def __init__(self, tok: Tokenizer, out, workers: int = 2, batch: int = 256, on_shard=None):
         self.tok, self.out, self.tok_sha, self.batch, self.on_shard = tok, Path(out), tok.sha256, batch, on_shard
         self.eos = np.array([tok.eos_id], dtype=np.uint16)
@@ -105,8 +107,12 @@ class ShardWriter:
             parts = [a for f in c["futures"] for ids in f.result() for a in (ids, self.eos)]
             tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
             write_shard(self.out / f"{c['name']}.bin", tokens, "uint16")
-            entry = {"tokens": int(len(tokens)), "docs": c["docs"], "bytes": c["bytes"],
-                     "tokenizer_sha256": self.tok_sha}
+            entry = {
+                "tokens": int(len(tokens)),
+                "docs": c["docs"],
+                "bytes": c["bytes"],
+                "tokenizer_sha256": self.tok_sha,
+            }
             atomic_write_json(self.out / "done" / f"{c['name']}.json", entry, indent=2)  # the shard is done
             self.entries[c["name"]] = entry
             if self.on_shard:
@@ -127,18 +133,32 @@ def _utf8_guard(it, path):
     except UnicodeDecodeError as e:
         raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
-def clean_stage(files: dict, out: Path, val_per_mille: int, shard_tokens: int, progress: bool = True,
-                writer: ShardWriter | None = None, **kw) -> dict:
-    "Clean all sources into `out/clean/{split}_NNNNNN.jsonl` chunks (also fed to `writer`); returns {'report', 'chunks'}."
+
+def clean_stage(
+    files: dict,
+    out: Path,
+    val_per_mille: int,
+    shard_tokens: int,
+    progress: bool = True,
+    writer: ShardWriter | None = None,
+    **kw,
+) -> dict:
+    "Clean all sources into `out/clean/{split}_NNNNNN.jsonl` chunks (also fed to `writer`); {'report', 'chunks'}."
     cdir = out / "clean"
-    if cdir.exists(): shutil.rmtree(cdir)
+    if cdir.exists():
+        shutil.rmtree(cdir)
     cdir.mkdir(parents=True)
     cleaner, limit = Cleaner(**kw), int(shard_tokens * BYTES_PER_TOKEN_GUESS)
     state = {s: {"n": 0, "bytes": 0, "f": None, "name": None} for s in ("train", "val")}
     chunks: dict[str, list[str]] = {"train": [], "val": []}
     sizes = [input_size(f) for fs in files.values() for f in fs]
-    bar = tqdm(total=None if None in sizes else sum(sizes), unit="B", unit_scale=True,
-               desc="clean+tokenize" if writer else "clean", disable=not progress)
+    bar = tqdm(
+        total=None if None in sizes else sum(sizes),
+        unit="B",
+        unit_scale=True,
+        desc="clean+tokenize" if writer else "clean",
+        disable=not progress,
+    )
     try:
         for source, fs in files.items():
             for item in fs:
@@ -189,6 +209,7 @@ def _fingerprint(files: dict, **settings) -> dict:
     "What must match for a run to resume an output folder: the inputs (see `input_key`) and the settings."
     return {"files": [input_key(f) for fs in files.values() for f in fs], **settings}
 
+
 def _fingerprint_change(old: dict, new: dict) -> str:
     "The first thing that differs between two fingerprints, in words."
     for k in sorted(set(old) | set(new)):
@@ -200,6 +221,7 @@ def _fingerprint_change(old: dict, new: dict) -> str:
         return f"the inputs differ (no longer: {gone[:2] or '-'}, new: {added[:2] or '-'})"
     changed = [a[0] for a, b in zip(old["files"], new["files"]) if a != b]
     return f"{changed[0]} changed (size or modification time)" if changed else "the inputs differ"
+
 
 def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log) -> Tokenizer | None:
     "The tokenizer already trained in `tok_dir` with `train_vocab` tokens, or None when there is none to reuse."
@@ -213,14 +235,17 @@ def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log) -> Tokenizer | Non
     log(f"tokenizer: reusing {tok_dir}")
     return tok
 
+
 def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vocab: int, progress: bool, log):
     "Train a tokenizer on the cleaned training chunks and save it in `tok_dir`; returns it loaded back from disk."
     paths = [out / "clean" / f"{c}.jsonl" for c in train_chunks]
+
     def texts():
         for p in paths:
             with open(p, encoding="utf-8") as f:
                 for line in f:
                     yield json.loads(line)["text"]
+
     try:
         tok = train_tokenizer(texts(), vocab_size=train_vocab, show_progress=progress)
     except ValueError as e:
@@ -228,6 +253,7 @@ def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vo
     tok.save(tok_dir, corpus_hash=corpus_hash(paths))
     log(f"tokenizer: trained {tok.vocab_size} tokens into {tok_dir}")
     return Tokenizer.load(tok_dir)
+
 
 def _copy_tokenizer(src: Path, out: Path) -> Tokenizer:
     "The verified tokenizer `src`, copied into `out/tokenizer` (the shard folder carries its own tokenizer)."
@@ -253,23 +279,46 @@ def _check_args(tokenizer, train_vocab, val_per_mille: int, shard_tokens: int, w
     if workers < 1:
         raise PrepareError(f"--workers: {workers} must be at least 1")
 
+
 def _manifest(tok: Tokenizer, val_per_mille: int, names: list, chunks: dict, entries: dict, report: dict) -> dict:
     "The shard folder's manifest.json: format, tokenizer, every shard and the totals of each split."
     split_total = lambda s, k: sum(entries[n][k] for n in chunks[s])
-    splits = {s: {"shards": len(chunks[s]), **{k: split_total(s, k) for k in ("tokens", "docs", "bytes")}}
-              for s in ("train", "val")}
+    splits = {
+        s: {"shards": len(chunks[s]), **{k: split_total(s, k) for k in ("tokens", "docs", "bytes")}}
+        for s in ("train", "val")
+    }
     tokens = sum(e["tokens"] for e in entries.values())
     nbytes = sum(e["bytes"] for e in entries.values())
-    return {"format": FORMAT, "dtype": "uint16", "eos_id": tok.eos_id, "tokenizer": "tokenizer",
-            "tokenizer_sha256": tok.sha256, "vocab_size": tok.vocab_size, "val_per_mille": val_per_mille,
-            "shards": {n: entries[n] for n in names}, "splits": splits, "tokens": tokens, "bytes": nbytes,
-            "raw_bytes": sum(r["raw_bytes"] for r in report.values()),
-            "bytes_per_token": nbytes / tokens if tokens else None}
+    return {
+        "format": FORMAT,
+        "dtype": "uint16",
+        "eos_id": tok.eos_id,
+        "tokenizer": "tokenizer",
+        "tokenizer_sha256": tok.sha256,
+        "vocab_size": tok.vocab_size,
+        "val_per_mille": val_per_mille,
+        "shards": {n: entries[n] for n in names},
+        "splits": splits,
+        "tokens": tokens,
+        "bytes": nbytes,
+        "raw_bytes": sum(r["raw_bytes"] for r in report.values()),
+        "bytes_per_token": nbytes / tokens if tokens else None,
+    }
 
 # %% ../nbs/07_prepare.ipynb #59861914
-def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, val_per_mille: int = 10,
-            shard_tokens: int = 1 << 20, workers: int = 2, batch: int = 256, progress: bool = True, log=print,
-            **kw) -> dict:
+def prepare(
+    sources: list,
+    out,
+    tokenizer=None,
+    train_vocab: int | None = None,
+    val_per_mille: int = 10,
+    shard_tokens: int = 1 << 20,
+    workers: int = 2,
+    batch: int = 256,
+    progress: bool = True,
+    log=print,
+    **kw,
+) -> dict:
     "Clean, split, (train a tokenizer) and tokenize `sources` into shards in `out`; returns the manifest."
     t0 = time.time()
     _check_args(tokenizer, train_vocab, val_per_mille, shard_tokens, workers)
@@ -284,8 +333,10 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
     if done_clean.is_file():
         prev = json.loads(done_clean.read_text(encoding="utf-8"))
         if prev["fingerprint"] != fp:
-            raise PrepareError(f"{out}: holds a preparation of other sources or settings "
-                               f"({_fingerprint_change(prev['fingerprint'], fp)}); use a new --out or delete it")
+            raise PrepareError(
+                f"{out}: holds a preparation of other sources or settings "
+                f"({_fingerprint_change(prev['fingerprint'], fp)}); use a new --out or delete it"
+            )
         report, chunks = prev["report"], prev["chunks"]
         log(f"clean: reusing {done_clean}")
     else:
@@ -319,7 +370,9 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
         else:
             todo.append(n)
     if todo:
-        bar = tqdm(total=len(todo), unit="shard", desc="tokenize", disable=not progress, mininterval=progress_interval())
+        bar = tqdm(
+            total=len(todo), unit="shard", desc="tokenize", disable=not progress, mininterval=progress_interval()
+        )
         with ShardWriter(tok, out, workers, batch, on_shard=lambda _: bar.update()) as w:
             entries.update(tokenize_chunks(out, todo, w))
         bar.close()
@@ -329,52 +382,80 @@ def prepare(sources: list, out, tokenizer=None, train_vocab: int | None = None, 
     tokenized = [n for n in names if n in streamed or n in todo]
     secs = time.time() - t0
     mb = manifest["raw_bytes"] / 1e6
-    log(f"prepared {mb:.1f} MB raw -> {manifest['tokens']:,} tokens in {len(names)} shards "
+    log(
+        f"prepared {mb:.1f} MB raw -> {manifest['tokens']:,} tokens in {len(names)} shards "
         f"({len(tokenized)} tokenized, {len(names) - len(tokenized)} reused), {manifest['splits']['val']['docs']} "
-        f"val docs, {manifest['bytes_per_token'] or 0:.3f} bytes/token, {secs:.1f} s, {mb / secs:.2f} MB/s")
+        f"val docs, {manifest['bytes_per_token'] or 0:.3f} bytes/token, {secs:.1f} s, {mb / secs:.2f} MB/s"
+    )
     return {**manifest, "seconds": secs, "tokenized": tokenized}
+
 
 def format_report(report: dict) -> str:
     "The cleaning report, one line per source."
     lines = []
     for s, r in report.items():
         drops = ", ".join(f"{k}={v['count']} ({v['bytes'] / 1e3:.1f} kB)" for k, v in sorted(r["dropped"].items()))
-        lines.append(f"clean {s}: {r['files']} files, {r['raw_bytes'] / 1e6:.2f} MB, kept {r['kept_docs']} docs "
-                     f"({r['kept_bytes'] / 1e6:.2f} MB), {r['control_chars_removed']} control chars removed; "
-                     f"dropped {drops or 'nothing'}")
+        lines.append(
+            f"clean {s}: {r['files']} files, {r['raw_bytes'] / 1e6:.2f} MB, kept {r['kept_docs']} docs "
+            f"({r['kept_bytes'] / 1e6:.2f} MB), {r['control_chars_removed']} control chars removed; "
+            f"dropped {drops or 'nothing'}"
+        )
     return "\n".join(lines)
 
 # %% ../nbs/07_prepare.ipynb #33a1d83e
-SOURCES_HELP = """SOURCES: files or folders (searched recursively) of .txt, .jsonl (a 'text' field) or .parquet (a 'text'
-column); a folder written by Hugging Face Dataset.save_to_disk or DatasetDict.save_to_disk (all splits, or
+SOURCES_HELP = """SOURCES: files or folders (searched recursively) of .txt, .jsonl (a 'text' field) or .parquet (a
+'text' column); a folder written by Hugging Face Dataset.save_to_disk or DatasetDict.save_to_disk (all splits, or
 DIR@SPLIT for one); or hf:NAME[:CONFIG][@SPLIT], a Hub dataset streamed with load_dataset(streaming=True),
 split 'train' by default (e.g. hf:wikimedia/wikipedia:20231101.es@train). Datasets need the 'text' column and
 the optional package: pip install -e .[datasets]"""
 
+
 def main(argv: list[str] | None = None) -> int:
     "CLI: prepare SOURCES into token shards in --out (exit 2 with one line on a predictable error)."
-    ap = argparse.ArgumentParser(prog="python -m enlace.prepare", epilog=SOURCES_HELP,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 description="Clean, split and tokenize text sources into uint16 token shards.")
-    ap.add_argument("sources", nargs="+", metavar="SOURCE",
-                    help="a file, folder, saved dataset folder or hf:NAME[:CONFIG][@SPLIT] (see below)")
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.prepare",
+        epilog=SOURCES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Clean, split and tokenize text sources into uint16 token shards.",
+    )
+    ap.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="a file, folder, saved dataset folder or hf:NAME[:CONFIG][@SPLIT] (see below)",
+    )
     ap.add_argument("--out", required=True, help="output folder (resumable)")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--tokenizer", help="a saved tokenizer directory")
-    g.add_argument("--train-tokenizer", type=int, metavar="VOCAB",
-                   help="train a tokenizer of VOCAB tokens into OUT/tokenizer")
-    ap.add_argument("--val-per-mille", type=int, default=10,
-                    help="documents per thousand that go to val (default 10 = 1%%)")
-    ap.add_argument("--shard-tokens", type=int, default=1 << 20,
-                    help="target tokens per shard (approximate; default 1M: small shards keep both threads busy "
-                         "and make resume fine-grained)")
+    g.add_argument(
+        "--train-tokenizer", type=int, metavar="VOCAB", help="train a tokenizer of VOCAB tokens into OUT/tokenizer"
+    )
+    ap.add_argument(
+        "--val-per-mille", type=int, default=10, help="documents per thousand that go to val (default 10 = 1%%)"
+    )
+    ap.add_argument(
+        "--shard-tokens",
+        type=int,
+        default=1 << 20,
+        help="target tokens per shard (approximate; default 1M: small shards keep both threads busy "
+        "and make resume fine-grained)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="tokenizing threads (default 2)")
     ap.add_argument("--min-chars", type=int, default=64, help="drop documents shorter than this (default 64)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
     try:
-        prepare(a.sources, a.out, a.tokenizer, a.train_tokenizer, a.val_per_mille, a.shard_tokens, a.workers,
-                progress=not a.no_progress, min_chars=a.min_chars)
+        prepare(
+            a.sources,
+            a.out,
+            a.tokenizer,
+            a.train_tokenizer,
+            a.val_per_mille,
+            a.shard_tokens,
+            a.workers,
+            progress=not a.no_progress,
+            min_chars=a.min_chars,
+        )
     except PrepareError as e:
         print(f"prepare error: {e}", file=sys.stderr)
         return 2
@@ -384,4 +465,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/07_prepare.ipynb #18ab955a
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(run_cli(main))
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

@@ -25,6 +25,7 @@ __all__ = ['HELDOUT', 'PROMPTS', 'text_figures', 'finish_run']
 HELDOUT = "data/heldout"  # where scripts/prepare_smoke_data.sh leaves the held-out novels (relative to the repo)
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
 
+
 def text_figures(model, tok, man: dict, heldout: list, prompts=PROMPTS, max_tokens: int = 80) -> dict:
     "Held-out bits per byte of each file in `heldout` and sampled continuations of `prompts`."
     scores = [score_file(model, man, tok, p) for p in heldout]
@@ -43,8 +44,16 @@ def _last_eval(run_dir: Path) -> dict:
             last = {"val_loss": rec["val_loss"], "val_bpb": rec.get("val_bpb"), "val_step": rec["step"]}
     return last
 
-def finish_run(run_dir, cfg: RunConfig, figures: bool = True, heldout: list | None = None, tiny: bool = False,
-               tracking: bool = True, log=print) -> dict:
+
+def finish_run(
+    run_dir,
+    cfg: RunConfig,
+    figures: bool = True,
+    heldout: list | None = None,
+    tiny: bool = False,
+    tracking: bool = True,
+    log=print,
+) -> dict:
     "Model file, held-out figures, summary.json and tracking of the run in `run_dir`; returns the summary."
     run_dir = Path(run_dir)
     # --- the model file: the latest checkpoint, with the tokenizer of its data ---

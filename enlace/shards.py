@@ -26,8 +26,10 @@ MAGIC, VERSION, HEADER_BYTES = b"ENLACETK", 1, 64
 TOKEN_DTYPES = {"uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32}
 _HEADER = struct.Struct("<8sIIQ32s")
 
+
 class ShardError(ValueError):
     "A token shard that cannot be used; the message names the file and the problem."
+
 
 def write_shard(path, tokens, dtype: str = "uint16") -> Path:
     "Write `tokens` as a shard of `dtype`, atomically; refuses ids that do not fit the dtype."
@@ -39,12 +41,14 @@ def write_shard(path, tokens, dtype: str = "uint16") -> Path:
     header = _HEADER.pack(MAGIC, VERSION, np.dtype(np_dtype).itemsize, len(tokens), hashlib.sha256(payload).digest())
     return atomic_write(path, header.ljust(HEADER_BYTES, b"\0") + payload, fsync=True)
 
+
 def _sha256_chunked(tokens: np.ndarray, chunk: int = 1 << 24) -> bytes:
     "sha256 of an array's bytes without copying a memory-mapped shard into RAM at once."
     h, flat = hashlib.sha256(), tokens.reshape(-1)
     for i in range(0, len(flat), chunk):
-        h.update(memoryview(np.ascontiguousarray(flat[i:i + chunk])).cast("B"))
+        h.update(memoryview(np.ascontiguousarray(flat[i : i + chunk])).cast("B"))
     return h.digest()
+
 
 def read_shard(path, verify: bool = True) -> np.memmap:
     "Open a shard memory-mapped after checking magic, version, size and (if `verify`) its checksum."
@@ -56,7 +60,7 @@ def read_shard(path, verify: bool = True) -> np.memmap:
         raise ShardError(f"{path}: cannot read: {e.strerror}") from None
     if len(raw) < HEADER_BYTES or raw[:8] != MAGIC:
         raise ShardError(f"{path}: not an ENLACE token shard (bad magic)")
-    magic, version, width, n, digest = _HEADER.unpack(raw[:_HEADER.size])
+    magic, version, width, n, digest = _HEADER.unpack(raw[: _HEADER.size])
     if version != VERSION:
         raise ShardError(f"{path}: shard version {version}, this code reads version {VERSION}")
     dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}.get(width)
@@ -64,8 +68,10 @@ def read_shard(path, verify: bool = True) -> np.memmap:
         raise ShardError(f"{path}: unknown token width {width}")
     size = path.stat().st_size
     if size != HEADER_BYTES + n * width:
-        raise ShardError(f"{path}: truncated or padded: header says {n} tokens ({HEADER_BYTES + n * width} bytes), "
-                         f"file has {size} bytes")
+        raise ShardError(
+            f"{path}: truncated or padded: header says {n} tokens ({HEADER_BYTES + n * width} bytes), "
+            f"file has {size} bytes"
+        )
     if n == 0:
         return np.zeros(0, dtype=dtype)
     tokens = np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r", offset=HEADER_BYTES, shape=(n,))
@@ -91,6 +97,7 @@ def read_data_manifest(folder) -> dict:
         raise ShardError(f"{path}: missing; prepare the corpus with python -m enlace.prepare") from None
     except (OSError, ValueError) as e:
         raise ShardError(f"{path}: unreadable ({type(e).__name__}); prepare the corpus again") from None
+
 
 def data_tokenizer(folder, manifest: dict | None = None) -> Tokenizer:
     "The tokenizer copy inside a shard folder, checked against the sha256 its manifest recorded."

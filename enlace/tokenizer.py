@@ -15,7 +15,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 
-from .common import atomic_write_json, sha256_file
+from .common import atomic_write_json, run_cli, sha256_file
 
 # %% auto #0
 __all__ = ['BOS', 'EOS', 'PAD', 'SYSTEM', 'USER', 'ASSISTANT', 'END', 'TOOL_CALL', 'TOOL_CALL_END', 'TOOL_RESULT',
@@ -35,8 +35,10 @@ MIN_VOCAB = 256 + len(SPECIAL_TOKENS)  # the 256 byte symbols plus the specials
 DEFAULT_VOCAB = 16384
 FORMAT = "enlace-tokenizer/1"
 
+
 class TokenizerError(RuntimeError):
     "A tokenizer directory that cannot be loaded as written; the message is one line and names the file."
+
 
 def check_vocab_size(vocab_size: int) -> int:
     "Return `vocab_size` if it fits uint16 shards and holds all bytes plus specials; ValueError otherwise."
@@ -45,15 +47,23 @@ def check_vocab_size(vocab_size: int) -> int:
     if vocab_size > MAX_VOCAB:
         raise ValueError(f"vocab_size={vocab_size} exceeds {MAX_VOCAB}: token ids must fit in uint16 shards")
     if vocab_size < MIN_VOCAB:
-        raise ValueError(f"vocab_size={vocab_size} is below {MIN_VOCAB} "
-                         f"(256 byte symbols + {len(SPECIAL_TOKENS)} special tokens)")
+        raise ValueError(
+            f"vocab_size={vocab_size} is below {MIN_VOCAB} "
+            f"(256 byte symbols + {len(SPECIAL_TOKENS)} special tokens)"
+        )
     return vocab_size
 
 # %% ../nbs/04_tokenizer.ipynb #07673cc4
 class Tokenizer:
     "ENLACE's tokenizer: byte-level BPE (`bpe`, a `tokenizers.Tokenizer`) or, with `bpe=None`, raw UTF-8 bytes."
-    def __init__(self, bpe: tokenizers.Tokenizer | None = None, path: Path | None = None, sha256: str | None = None,
-                 settings: dict | None = None):
+
+    def __init__(
+        self,
+        bpe: tokenizers.Tokenizer | None = None,
+        path: Path | None = None,
+        sha256: str | None = None,
+        settings: dict | None = None,
+    ):
         self.bpe, self.path, self.sha256, self.settings = bpe, path, sha256, settings or {}
         self.specials = {} if bpe is None else {s: bpe.token_to_id(s) for s in SPECIAL_TOKENS}
 
@@ -63,17 +73,20 @@ class Tokenizer:
         return cls()
 
     @property
-    def kind(self) -> str: return "bytes" if self.bpe is None else "bpe"
+    def kind(self) -> str:
+        return "bytes" if self.bpe is None else "bpe"
 
     @property
-    def vocab_size(self) -> int: return 256 if self.bpe is None else self.bpe.get_vocab_size()
+    def vocab_size(self) -> int:
+        return 256 if self.bpe is None else self.bpe.get_vocab_size()
 
     def special(self, name: str) -> int | None:
         "The id of special token `name` (e.g. EOS), or None when this tokenizer has none."
         return self.specials.get(name)
 
     @property
-    def eos_id(self) -> int | None: return self.special(EOS)
+    def eos_id(self) -> int | None:
+        return self.special(EOS)
 
     def encode(self, text: str) -> list[int]:
         "Token ids of `text`; the specials' literal texts become their ids."
@@ -115,23 +128,29 @@ class Tokenizer:
         return f"Tokenizer({self.kind}, vocab_size={self.vocab_size}{where})"
 
 # %% ../nbs/04_tokenizer.ipynb #cb133d43
-PATTERN = (r" ?[¿¡]"                          # inverted question/exclamation marks: pieces of their own
-           r"|[^\r\n\p{L}\p{M}\p{N}¿¡]?[\p{L}\p{M}]+"  # a word (letters + combining marks), one leading space/punct
-           r"|\p{N}+"                         # numbers (then split digit by digit)
-           r"| ?[^\s\p{L}\p{M}\p{N}¿¡]+[\r\n]*"  # punctuation runs
-           r"|\s*[\r\n]+|\s+(?!\S)|\s+")      # newlines; spaces (the last one goes with the next word)
+PATTERN = (
+    r" ?[¿¡]"  # inverted question/exclamation marks: pieces of their own
+    r"|[^\r\n\p{L}\p{M}\p{N}¿¡]?[\p{L}\p{M}]+"  # a word (letters + combining marks), one leading space/punct
+    r"|\p{N}+"  # numbers (then split digit by digit)
+    r"| ?[^\s\p{L}\p{M}\p{N}¿¡]+[\r\n]*"  # punctuation runs
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)  # newlines; spaces (the last one goes with the next word)
+
 
 def pre_tokenizer(pattern: str = PATTERN, split_digits: bool = True) -> pre_tokenizers.PreTokenizer:
     "Split with `pattern` (Oniguruma), optionally digits one by one, then map bytes to symbols (GPT-2 byte level)."
     steps = [pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
-    if split_digits: steps.append(pre_tokenizers.Digits(individual_digits=True))
+    if split_digits:
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
     steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
     return pre_tokenizers.Sequence(steps)
+
 
 def pieces(text: str, pattern: str = PATTERN, split_digits: bool = True) -> list[str]:
     "The pre-tokenized pieces of `text` as readable strings (before the byte mapping); for inspection."
     steps = [pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
-    if split_digits: steps.append(pre_tokenizers.Digits(individual_digits=True))
+    if split_digits:
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
     return [p for p, _ in pre_tokenizers.Sequence(steps).pre_tokenize_str(text)]
 
 # %% ../nbs/04_tokenizer.ipynb #52e6b702
@@ -143,20 +162,38 @@ def new_bpe(pattern: str = PATTERN, split_digits: bool = True) -> tokenizers.Tok
     bpe.decoder = decoders.ByteLevel()
     return bpe
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB, *, pattern: str = PATTERN,
-                    split_digits: bool = True, min_frequency: int = 2, max_token_length: int | None = 24,
-                    show_progress: bool = False) -> Tokenizer:
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB,
+    *,
+    pattern: str = PATTERN,
+    split_digits: bool = True,
+    min_frequency: int = 2,
+    max_token_length: int | None = 24,
+    show_progress: bool = False,
+) -> Tokenizer:
     "Train a byte-level BPE tokenizer on a stream of texts; the specials get ids 0..10."
     check_vocab_size(vocab_size)
     bpe = new_bpe(pattern, split_digits)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
-                                  special_tokens=list(SPECIAL_TOKENS), max_token_length=max_token_length,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        show_progress=show_progress,
+        special_tokens=list(SPECIAL_TOKENS),
+        max_token_length=max_token_length,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     bpe.train_from_iterator(iter(texts), trainer=trainer)
     for i, s in enumerate(SPECIAL_TOKENS):
         assert bpe.token_to_id(s) == i, (s, bpe.token_to_id(s))
-    settings = dict(pattern=pattern, split_digits=split_digits, min_frequency=min_frequency,
-                    max_token_length=max_token_length, requested_vocab_size=vocab_size)
+    settings = dict(
+        pattern=pattern,
+        split_digits=split_digits,
+        min_frequency=min_frequency,
+        max_token_length=max_token_length,
+        requested_vocab_size=vocab_size,
+    )
     return Tokenizer(bpe, settings=settings)
 
 # %% ../nbs/04_tokenizer.ipynb #9deb563c
@@ -164,18 +201,25 @@ def roundtrip(tok: Tokenizer, text: str) -> bool:
     "True when decoding the encoding of `text` gives back exactly `text`."
     return tok.decode(tok.encode(text)) == text
 
+
 def random_text(rng, n: int = 40) -> str:
     "A random string mixing Spanish text, combining marks, emoji, controls, odd spaces and any code point."
     parts = []
     for _ in range(rng.randint(0, n)):
         r = rng.random()
-        if r < 0.3: parts.append(rng.choice(["¿Qué", " año", " pingüino", " ñandú", "¡Olé!", " «cita»", "—dijo", " 1887", "\n\n", "  "]))
-        elif r < 0.45: parts.append(chr(rng.randint(0x300, 0x36F)))          # combining marks
-        elif r < 0.55: parts.append(chr(rng.randint(0x1F300, 0x1FAFF)))      # emoji
-        elif r < 0.65: parts.append(chr(rng.choice([*range(0, 32), 0x7F, 0x85, 0xA0, 0x2028, 0x200B, 0xFEFF])))
+        if r < 0.3:
+            parts.append(
+                rng.choice(["¿Qué", " año", " pingüino", " ñandú", "¡Olé!", " «cita»", "—dijo", " 1887", "\n\n", "  "])
+            )
+        elif r < 0.45:
+            parts.append(chr(rng.randint(0x300, 0x36F)))  # combining marks
+        elif r < 0.55:
+            parts.append(chr(rng.randint(0x1F300, 0x1FAFF)))  # emoji
+        elif r < 0.65:
+            parts.append(chr(rng.choice([*range(0, 32), 0x7F, 0x85, 0xA0, 0x2028, 0x200B, 0xFEFF])))
         else:
             c = rng.randint(0, 0x10FFFF)
-            parts.append(chr(c) if not 0xD800 <= c <= 0xDFFF else "x")      # any code point except surrogates
+            parts.append(chr(c) if not 0xD800 <= c <= 0xDFFF else "x")  # any code point except surrogates
     return "".join(parts)
 
 # %% ../nbs/04_tokenizer.ipynb #f62d725d
@@ -185,6 +229,7 @@ def corpus_hash(paths: Iterable[str | Path]) -> str:
     for p in sorted(Path(p) for p in paths):
         h.update(f"{p.name}\t{sha256_file(p)}\n".encode())
     return h.hexdigest()
+
 
 def read_manifest(tok_dir: str | Path) -> dict:
     "The manifest of a saved tokenizer directory; TokenizerError (one line) when missing or unreadable."
@@ -211,12 +256,24 @@ def save_tokenizer(tok: Tokenizer, out_dir: str | Path, corpus_hash: str, settin
     out.mkdir(parents=True, exist_ok=True)
     tok.bpe.save(str(out / "tokenizer.json"))
     tok.path, tok.sha256 = out, sha256_file(out / "tokenizer.json")
-    settings = {**tok.settings, **(settings or {}), "normalizer": None, "byte_level": True,
-                "tokenizers_version": tokenizers.__version__}
-    manifest = dict(format=FORMAT, vocab_size=tok.vocab_size, special_tokens=tok.specials, settings=settings,
-                    tokenizer_sha256=tok.sha256, corpus_hash=corpus_hash)
+    settings = {
+        **tok.settings,
+        **(settings or {}),
+        "normalizer": None,
+        "byte_level": True,
+        "tokenizers_version": tokenizers.__version__,
+    }
+    manifest = dict(
+        format=FORMAT,
+        vocab_size=tok.vocab_size,
+        special_tokens=tok.specials,
+        settings=settings,
+        tokenizer_sha256=tok.sha256,
+        corpus_hash=corpus_hash,
+    )
     atomic_write_json(out / "manifest.json", manifest, indent=2)
     return out
+
 
 def load_tokenizer(tok_dir: str | Path) -> Tokenizer:
     "Load a saved tokenizer after checking `tokenizer.json` against the manifest's sha256, size and specials."
@@ -226,12 +283,16 @@ def load_tokenizer(tok_dir: str | Path) -> Tokenizer:
         raise TokenizerError(f"{path}: missing tokenizer file")
     digest = sha256_file(path)
     if digest != m["tokenizer_sha256"]:
-        raise TokenizerError(f"{path}: sha256 {digest[:12]}… does not match manifest {m['tokenizer_sha256'][:12]}…; "
-                             "the file was modified or replaced")
+        raise TokenizerError(
+            f"{path}: sha256 {digest[:12]}… does not match manifest {m['tokenizer_sha256'][:12]}…; "
+            "the file was modified or replaced"
+        )
     tok = Tokenizer(tokenizers.Tokenizer.from_file(str(path)), Path(tok_dir), digest, m.get("settings"))
     if tok.vocab_size != m["vocab_size"] or tok.specials != m["special_tokens"]:
-        raise TokenizerError(f"{path}: vocab size or special token ids differ from the manifest "
-                             f"(a tokenizer from before the chat specials? prepare the corpus again)")
+        raise TokenizerError(
+            f"{path}: vocab size or special token ids differ from the manifest "
+            f"(a tokenizer from before the chat specials? prepare the corpus again)"
+        )
     return tok
 
 # %% ../nbs/04_tokenizer.ipynb #387cd99b
@@ -239,18 +300,27 @@ def fertility(tok: Tokenizer, texts: Iterable[str], batch: int = 256) -> dict:
     "Tokens per whitespace word and UTF-8 bytes per token over `texts` (streamed in batches)."
     words = toks = nbytes = 0
     buf: list[str] = []
+
     def flush():
         nonlocal toks
         toks += sum(len(ids) for ids in tok.encode_batch(buf))
         buf.clear()
+
     for t in texts:
         words += len(t.split())
         nbytes += len(t.encode("utf-8"))
         buf.append(t)
-        if len(buf) >= batch: flush()
-    if buf: flush()
-    return dict(tokens_per_word=toks / words if words else float("nan"),
-                bytes_per_token=nbytes / toks if toks else float("nan"), words=words, tokens=toks, bytes=nbytes)
+        if len(buf) >= batch:
+            flush()
+    if buf:
+        flush()
+    return dict(
+        tokens_per_word=toks / words if words else float("nan"),
+        bytes_per_token=nbytes / toks if toks else float("nan"),
+        words=words,
+        tokens=toks,
+        bytes=nbytes,
+    )
 
 # %% ../nbs/04_tokenizer.ipynb #d4f46c37
 def iter_files(paths: Iterable[str | Path], nfc: bool = True, max_chars: int = 1 << 16) -> Iterator[str]:
@@ -258,13 +328,15 @@ def iter_files(paths: Iterable[str | Path], nfc: bool = True, max_chars: int = 1
     for p in paths:
         with open(p, encoding="utf-8") as f:
             for line in f:
-                if nfc: line = unicodedata.normalize("NFC", line)
+                if nfc:
+                    line = unicodedata.normalize("NFC", line)
                 while len(line) > max_chars:  # cut at a space so no word is split
                     cut = line.rfind(" ", 0, max_chars)
                     cut = cut if cut > 0 else max_chars
                     yield line[:cut]
                     line = line[cut:]
-                if line.strip(): yield line
+                if line.strip():
+                    yield line
 
 # %% ../nbs/04_tokenizer.ipynb #fe90e486
 import argparse
@@ -273,13 +345,18 @@ import sys
 # %% ../nbs/04_tokenizer.ipynb #d74ceec6
 def _line(name: str, f: dict) -> str:
     "One report line: tokens/word, bytes/token and the counts behind them."
-    return (f"{name}\ttokens/word={f['tokens_per_word']:.4f}\tbytes/token={f['bytes_per_token']:.4f}"
-            f"\twords={f['words']}\ttokens={f['tokens']}\tbytes={f['bytes']}")
+    return (
+        f"{name}\ttokens/word={f['tokens_per_word']:.4f}\tbytes/token={f['bytes_per_token']:.4f}"
+        f"\twords={f['words']}\ttokens={f['tokens']}\tbytes={f['bytes']}"
+    )
+
 
 def main(argv: list[str] | None = None) -> int:
     "CLI: fertility of a saved tokenizer on each FILE (exit 2 with one line on a missing file or bad tokenizer)."
-    ap = argparse.ArgumentParser(prog="python -m enlace.tokenizer",
-                                 description="Tokens per word and bytes per token of a tokenizer on text files.")
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.tokenizer",
+        description="Tokens per word and bytes per token of a tokenizer on text files.",
+    )
     ap.add_argument("--tokenizer", required=True, help="tokenizer directory (tokenizer.json + manifest.json)")
     ap.add_argument("--raw", action="store_true", help="measure the files as they are, without NFC normalization")
     ap.add_argument("files", nargs="+", help="UTF-8 text files")
@@ -289,22 +366,35 @@ def main(argv: list[str] | None = None) -> int:
         why = "not a regular file" if Path(missing[0]).exists() else "no such file"
         print(f"fertility error: {missing[0]}: {why}", file=sys.stderr)
         return 2
-    try: tok = Tokenizer.load(args.tokenizer)
+    try:
+        tok = Tokenizer.load(args.tokenizer)
     except TokenizerError as e:
         print(f"fertility error: {e}", file=sys.stderr)
         return 2
     total = dict(words=0, tokens=0, bytes=0)
     for path in args.files:
-        try: f = fertility(tok, iter_files([path], nfc=not args.raw))
+        try:
+            f = fertility(tok, iter_files([path], nfc=not args.raw))
         except UnicodeDecodeError as e:
             print(f"fertility error: {path}: not UTF-8 text (byte {e.start})", file=sys.stderr)
             return 2
         print(_line(path, f))
-        for k in total: total[k] += f[k]
+        for k in total:
+            total[k] += f[k]
     if len(args.files) > 1:
         w, t = total["words"], total["tokens"]
-        print(_line("TOTAL", dict(total, tokens_per_word=t / w if w else float("nan"), bytes_per_token=total["bytes"] / t if t else float("nan"))))
+        print(
+            _line(
+                "TOTAL",
+                dict(
+                    total,
+                    tokens_per_word=t / w if w else float("nan"),
+                    bytes_per_token=total["bytes"] / t if t else float("nan"),
+                ),
+            )
+        )
     return 0
 
 # %% ../nbs/04_tokenizer.ipynb #b48c44ca
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from .common import run_cli
 from .config import flatten
 
 # %% auto #0
@@ -24,39 +25,56 @@ def available() -> bool:
     "Is mlflow installed?"
     return importlib.util.find_spec("mlflow") is not None
 
+
 def log_run(run_dir, params: dict, figures: dict, artifacts: list, uri: str | None = None) -> str | None:
     "Log one run (params, metrics.jsonl per step, summary figures, artifacts); returns its URI, or None without mlflow."
-    if not available(): return None
+    if not available():
+        return None
     import mlflow
     from mlflow.entities import Metric
+
     run_dir = Path(run_dir)
     root = run_dir.resolve().parent
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     client = mlflow.MlflowClient()
     exp = client.get_experiment_by_name("enlace")
-    exp_id = exp.experiment_id if exp else client.create_experiment("enlace", artifact_location=(root / "mlartifacts").as_uri())
+    exp_id = (
+        exp.experiment_id
+        if exp
+        else client.create_experiment("enlace", artifact_location=(root / "mlartifacts").as_uri())
+    )
     with mlflow.start_run(experiment_id=exp_id, run_name=run_dir.name) as run:
         mlflow.log_params({k: str(v)[:500] for k, v in flatten(params).items()})
         now, batch = int(time.time() * 1000), []
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():
             rec = json.loads(line)
-            batch += [Metric(k, float(v), now, rec["step"]) for k, v in rec.items() if k != "step" and isinstance(v, (int, float))]
-        for i in range(0, len(batch), 1000): client.log_batch(run.info.run_id, metrics=batch[i:i + 1000])
+            batch += [
+                Metric(k, float(v), now, rec["step"])
+                for k, v in rec.items()
+                if k != "step" and isinstance(v, (int, float))
+            ]
+        for i in range(0, len(batch), 1000):
+            client.log_batch(run.info.run_id, metrics=batch[i : i + 1000])
         mlflow.log_metrics({k: float(v) for k, v in figures.items()})
-        for a in artifacts: mlflow.log_artifact(str(a))
+        for a in artifacts:
+            mlflow.log_artifact(str(a))
         info = {"tracking_uri": uri, "run_id": run.info.run_id, "artifact_uri": run.info.artifact_uri}
     (run_dir / "mlflow.json").write_text(json.dumps(info, indent=1))
     return f"{uri} (run {info['run_id']})"
 
+
 def add_artifacts(run_dir, files: list) -> bool:
     "Attach files to the mlflow run recorded in run_dir/mlflow.json; False when there is none (or no mlflow)."
     info_file = Path(run_dir) / "mlflow.json"
-    if not available() or not info_file.is_file(): return False
+    if not available() or not info_file.is_file():
+        return False
     import mlflow
+
     info = json.loads(info_file.read_text())
     mlflow.set_tracking_uri(info["tracking_uri"])
-    for f in files: mlflow.MlflowClient().log_artifact(info["run_id"], str(f))
+    for f in files:
+        mlflow.MlflowClient().log_artifact(info["run_id"], str(f))
     return True
 
 # %% ../nbs/14_track.ipynb #5d58f93c
@@ -64,12 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     "CLI: RUN_DIR FILE... attaches files to that run's mlflow run (a no-op without mlflow)."
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 2:
-        print("usage: python -m enlace.track RUN_DIR FILE [FILE ...]", file=sys.stderr); return 2
+        print("usage: python -m enlace.track RUN_DIR FILE [FILE ...]", file=sys.stderr)
+        return 2
     missing = [f for f in argv[1:] if not Path(f).is_file()]
     if missing:
-        print(f"error: no such file: {missing[0]}", file=sys.stderr); return 2
-    if add_artifacts(argv[0], argv[1:]): print(f"mlflow: attached {len(argv) - 1} file(s) to the run of {argv[0]}")
+        print(f"error: no such file: {missing[0]}", file=sys.stderr)
+        return 2
+    if add_artifacts(argv[0], argv[1:]):
+        print(f"mlflow: attached {len(argv) - 1} file(s) to the run of {argv[0]}")
     return 0
 
 # %% ../nbs/14_track.ipynb #b71da48d
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

@@ -23,8 +23,17 @@ from tqdm import tqdm
 from . import backends
 from .checkpoint import CheckpointError, ModelFileError, find_checkpoint, load_checkpoint, save_checkpoint
 from .common import atomic_write, progress_interval, run_cli
-from .config import (ConfigError, RunConfig, TrainConfig, config_hash, flatten, grad_accum, load_config,
-                           micro_batch, save_config)
+from enlace.config import (
+    ConfigError,
+    RunConfig,
+    TrainConfig,
+    config_hash,
+    flatten,
+    grad_accum,
+    load_config,
+    micro_batch,
+    save_config,
+)
 from .dataloader import make_data
 from .model import Transformer, flops_per_token, lm_loss
 from .report import finish_run
@@ -38,6 +47,7 @@ __all__ = ['FIXED_ON_RESUME', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimi
 def decay_steps(t: TrainConfig, total: int) -> int:
     "Length of WSD's final decay phase in a run of `total` steps (at least one step)."
     return max(1, round(t.decay_frac * total))
+
 
 def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
     "Learning rate for optimizer step `step` (0-based) of a run of `total` steps (default `t.max_steps`)."
@@ -77,10 +87,14 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
             decay.append(p)
         else:
             no_decay.append(p)
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0},
-              {"params": embed, "weight_decay": 0.0, "embed": True}]
+    groups = [
+        {"params": decay, "weight_decay": t.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+        {"params": embed, "weight_decay": 0.0, "embed": True},
+    ]
     fused = next(model.parameters()).device.type in ("cpu", "cuda")
     return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
+
 
 def set_lr(opt: torch.optim.Optimizer, lr: float, t: TrainConfig) -> None:
     "The schedule's lr on every group, times `t.embed_lr_mult` on the token embedding's."
@@ -122,6 +136,7 @@ def _seed_all(seed: int) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
 
+
 def _truncate_metrics(path: Path, step: int) -> None:
     "Keep the metric lines up to `step` (later ones will be produced again); drops a line cut by a kill."
     if not path.exists():
@@ -136,9 +151,18 @@ def _truncate_metrics(path: Path, step: int) -> None:
             keep.append(line)
     atomic_write(path, "".join(line + "\n" for line in keep))
 
+
 # What a resume may not change: they decide the weights' shape, the data and its order, or the numerics.
-FIXED_ON_RESUME = ("model.", "data.", "train.seed", "train.seq_len", "train.batch_size", "hardware.batch_size",
-                   "hardware.dtype")
+FIXED_ON_RESUME = (
+    "model.",
+    "data.",
+    "train.seed",
+    "train.seq_len",
+    "train.batch_size",
+    "hardware.batch_size",
+    "hardware.dtype",
+)
+
 
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
@@ -147,8 +171,9 @@ def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     desc = lambda ks: ", ".join(f"{k}: {old.get(k)} -> {new.get(k)}" for k in ks)
     fixed = [k for k in changed if k.startswith(FIXED_ON_RESUME)]
     if fixed:
-        raise CheckpointError(f"{where}: cannot resume with changed {desc(fixed)}; "
-                              "train into another --out or pass --fresh")
+        raise CheckpointError(
+            f"{where}: cannot resume with changed {desc(fixed)}; " "train into another --out or pass --fresh"
+        )
     if changed:
         log(f"resuming with changed settings: {desc(changed)}")
 
@@ -165,8 +190,18 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
     _seed_all(t.seed)  # the order of what follows fixes the random streams: keep it, or resume is no longer exact
     data = make_data(cfg, micro_batch(cfg))
     model = Transformer(cfg.model).to(device)
-    run = {"device": device, "dev": dev, "data": data, "model": model, "opt": make_optimizer(model, t),
-           "scaler": backends.grad_scaler(hw), "step": 0, "tokens": 0, "total": t.max_steps, "elapsed": 0.0}
+    run = {
+        "device": device,
+        "dev": dev,
+        "data": data,
+        "model": model,
+        "opt": make_optimizer(model, t),
+        "scaler": backends.grad_scaler(hw),
+        "step": 0,
+        "tokens": 0,
+        "total": t.max_steps,
+        "elapsed": 0.0,
+    }
     ckpt = find_checkpoint(ckpt_dir, warn=log)
     if ckpt is not None:
         man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"))
@@ -187,6 +222,7 @@ def _finite(x):
     "None for a NaN/inf figure (a skipped fp16 step has an inf grad norm): JSON has no inf."
     return x if x is None or math.isfinite(x) else None
 
+
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
     "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
     hw, t = cfg.hardware, cfg.train
@@ -202,14 +238,21 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     params = list(model.parameters())
     rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
     out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
-    bar = tqdm(total=total, initial=step, disable=not progress, mininterval=progress_interval(), desc=cfg.name,
-               dynamic_ncols=True)
+    bar = tqdm(
+        total=total,
+        initial=step,
+        disable=not progress,
+        mininterval=progress_interval(),
+        desc=cfg.name,
+        dynamic_ncols=True,
+    )
     with open(out_dir / "metrics.jsonl", "a") as mf, bar:
         while step < total and not out_of_time():
             # --- data ---
             t0 = time.perf_counter()
-            micro = [{k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()}
-                     for _ in range(accum)]
+            micro = [
+                {k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()} for _ in range(accum)
+            ]
             t_data = time.perf_counter() - t0
             # --- learning rate, forward and backward, optimizer ---
             lr = lr_at(step, t, total)
@@ -231,29 +274,49 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             last = step >= total or out_of_time()
             if peak:
                 peak = max(peak, s["n"] * fpt / dt)  # a CPU probe under load can underestimate: MFU never tops 100 %
-            rec = {"step": step, "loss": _finite(s["ce"] / s["n"]), "z_loss": _finite(s["z"] / s["n"]), "lr": lr,
-                   "grad_norm": _finite(gnorm), "tokens": tokens, "tok_s": s["n"] / dt,
-                   "mfu": s["n"] * fpt / dt / peak if peak else None, "step_s": dt, "data_s": t_data,
-                   "elapsed_s": elapsed}
+            rec = {
+                "step": step,
+                "loss": _finite(s["ce"] / s["n"]),
+                "z_loss": _finite(s["z"] / s["n"]),
+                "lr": lr,
+                "grad_norm": _finite(gnorm),
+                "tokens": tokens,
+                "tok_s": s["n"] / dt,
+                "mfu": s["n"] * fpt / dt / peak if peak else None,
+                "step_s": dt,
+                "data_s": t_data,
+                "elapsed_s": elapsed,
+            }
             # --- evaluate, log, save ---
             if step % t.eval_every == 0 or last:
                 rec["val_loss"] = eval_loss(cmodel, data["val"], t.eval_batches, hw, device)
                 rec["val_bpb"] = rec["val_loss"] / math.log(2) / bpt if bpt else None
                 bpb = f", val_bpb {rec['val_bpb']:.4f}" if bpt else ""
-                bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}")
+                bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout is the summary
             mf.write(json.dumps(rec) + "\n")
             mf.flush()
             if step % t.ckpt_every == 0 or last:
-                state = {"tokens": tokens, "loader": data["train"].state_dict(), "grad_scaler": scaler.state_dict(),
-                         "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
-                         "config": cfg.model_dump(mode="json"), "config_hash": config_hash(cfg)}
+                state = {
+                    "tokens": tokens,
+                    "loader": data["train"].state_dict(),
+                    "grad_scaler": scaler.state_dict(),
+                    "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
+                    "config": cfg.model_dump(mode="json"),
+                    "config_hash": config_hash(cfg),
+                }
                 save_checkpoint(out_dir / "checkpoints", step, model, opt, state, t.keep_last)
             bar.update(1)
             if step % t.log_every == 0 or last:
                 mfu = f"{rec['mfu']:.0%}" if rec["mfu"] else "-"
                 bar.set_postfix(loss=f"{s['ce'] / s['n']:.3f}", lr=f"{lr:.2e}", tok_s=f"{rec['tok_s']:.0f}", mfu=mfu)
-    return {"out_dir": str(out_dir), "step": step, "tokens": tokens, "seconds": time.perf_counter() - t_start,
-            "elapsed_s": elapsed, **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")}}
+    return {
+        "out_dir": str(out_dir),
+        "step": step,
+        "tokens": tokens,
+        "seconds": time.perf_counter() - t_start,
+        "elapsed_s": elapsed,
+        **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")},
+    }
 
 # %% ../nbs/11_trainer.ipynb #08939b81
 def main(argv: list[str] | None = None) -> int:
@@ -284,4 +347,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/11_trainer.ipynb #50468c05
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(run_cli(main))
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

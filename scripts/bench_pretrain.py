@@ -30,8 +30,9 @@ from enlace.config import TrainConfig, load_config
 from enlace.shards import open_shards
 from enlace.prepare import PrepareError, prepare
 from enlace.bpb import bits_per_byte, read_text, score_file
-from enlace.checkpoint import export_run, load_model, load_tokenizer
-from enlace.tokenizer import load as load_tokenizer_dir
+from enlace.checkpoint import load_model
+from enlace.report import finish_run
+from enlace.tokenizer import MIN_VOCAB, Tokenizer
 from enlace import backends
 from enlace.train import lr_at, plan_steps, train
 
@@ -120,23 +121,25 @@ def main():
         sys.exit(f"error: no shards in {ours_data}, raw text in {raw_dir} or held-out text in data/heldout; "
                  f"run scripts/prepare_smoke_data.sh --from ../shared/corpus/es --vocab {cfg.model.vocab_size} --out {cfg.data.path} first")
     for p in heldout: read_text(p)  # an unreadable held-out file fails now, not after 20 minutes
-    try: prepare([str(raw_dir)], bytes_data, train_vocab=264, progress=False, log=lambda m: None)  # resumable: free once done
+    try: prepare([str(raw_dir)], bytes_data, train_vocab=MIN_VOCAB, progress=False, log=lambda m: None)  # resumable: free once done
     except PrepareError as e: sys.exit(f"error: {e}")
     backends.setup(cfg.hardware)  # a profile this machine cannot honour stops here, before any training
 
     print(f"ours: {cfg.name} for {a.budget:.0f} s ...", flush=True)
     run_dir = ROOT / "runs/bench/ours"
     summary = train(cfg, run_dir, fresh=True, progress=False, log=lambda m: None)
-    path = export_run(run_dir, cfg)
-    model, man = load_model(path)
-    tok = load_tokenizer(path, man)
-    ours = {raw: heldout_bpb(model, tok, heldout, cfg.train.seq_len, raw) for raw in (False, True)}
+    # the one door out of a run, as for the CLI and the run notebook: model file, held-out bpb, samples, summary.json
+    report = finish_run(run_dir, cfg, heldout=heldout, tracking=False, log=lambda m: None)
+    path = report["model_file"]
+    model, tok, man = load_model(path)
+    ours = {False: sum(r["bits"] for r in report["heldout"]) / sum(r["bytes"] for r in report["heldout"]),
+            True: heldout_bpb(model, tok, heldout, cfg.train.seq_len, raw=True)}
     ours_val = val_bpb(model, ours_data, cfg.train.seq_len)
 
     print(f"baseline: nanoGPT-style on bytes for {a.budget:.0f} s ...", flush=True)
     base_model, bsum = train_baseline(bytes_data, a.budget, cfg.hardware, cfg.train.seed, log=lambda m: print(m, flush=True))
     w = BASELINE["block_size"]
-    base_tok = load_tokenizer_dir(bytes_data / "tokenizer")  # 256 byte symbols + our specials, no merges
+    base_tok = Tokenizer.load(bytes_data / "tokenizer")  # 256 byte symbols + our specials, no merges
     base = {raw: heldout_bpb(base_model, base_tok, heldout, w, raw) for raw in (False, True)}
     base_val = val_bpb(base_model, bytes_data, w)
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def train(out, overrides, env=None):
-    cmd = [sys.executable, "-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *overrides, "--out", str(out), "--no-progress"]
+    cmd = [sys.executable, "-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *overrides, "--out", str(out), "--no-progress", "--no-report"]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=900)
 
 

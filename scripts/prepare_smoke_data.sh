@@ -59,7 +59,7 @@ if [ -n "$FROM" ]; then set -- link "$FROM" "$HELDOUT"; else set -- download "$L
 import hashlib, os, re, socket, sys, time, unicodedata, urllib.error, urllib.parse, urllib.request
 from pathlib import Path
 
-from enlace.tokenizer import sha256_file as sha256
+from enlace.common import sha256_file as sha256
 
 def die(msg):
     print(f"error: {msg}", file=sys.stderr); sys.exit(1)

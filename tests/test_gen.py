@@ -1,4 +1,4 @@
-"""Stage 3, synthetic data with the Message Batches API (enlace.synth.jobs): against a fake client that answers in
+"""Stage 3, synthetic data with the Message Batches API (enlace.synth): against a fake client that answers in
 reversed or shuffled order and can be killed at every stage, then once through the real SDK over an HTTP mock transport."""
 import importlib.util
 import json
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from enlace.synth import jobs as gen
-from enlace.synth.jobs import (JobError, collect, cost, expand, job_state, load_spec, main, read_jsonl, submit)
+import enlace.synth as gen
+from enlace.synth import (JobError, collect, cost, expand, job_state, load_spec, main, read_jsonl, submit)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((p for p in (ROOT / "configs/gen/example.yaml", Path(__file__).parent / "example.yaml") if p.is_file()), None)
@@ -402,11 +402,11 @@ def test_plan_works_offline_without_key_or_sdk(tmp_path):
 
 
 def test_help_and_import_without_the_sdk(tmp_path):
-    r = python(BLOCK_SDK + "import enlace, enlace.synth.jobs; sys.argv = ['enlace.synth', '--help']; "
+    r = python(BLOCK_SDK + "import enlace, enlace.synth; sys.argv = ['enlace.synth', '--help']; "
                "runpy.run_module('enlace.synth', run_name='__main__')", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "plan" in r.stdout and "retry-failed" in r.stdout
-    r = python(BLOCK_SDK + "import enlace, enlace.synth.jobs, enlace.synth; assert sys.modules['anthropic'] is None",
+    r = python(BLOCK_SDK + "import enlace, enlace.synth, enlace.synth; assert sys.modules['anthropic'] is None",
                tmp_path)
     assert r.returncode == 0, r.stderr
 

@@ -1,5 +1,6 @@
 "Stage 1 end to end on a tiny corpus: text -> shards -> a time-budgeted run -> model file -> bits per byte -> samples."
 import json
+from pathlib import Path
 import random
 import subprocess
 import sys
@@ -85,3 +86,24 @@ def test_compiled_run_matches_eager(shards, tmp_path):
     cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [*fixed, "hardware.compile=true", "train.max_steps=9"])
     res = train(cfg, tmp_path / "true", progress=False, log=lambda m: None)  # resumes at step 6 (the compiled model's own weights)
     assert res["step"] == 9 and len((tmp_path / "true" / "metrics.jsonl").read_text().splitlines()) == 9
+
+
+def test_cli_run_ends_with_the_same_summary_as_the_notebook_run(shards, tmp_path):
+    "One door out of a run: `python -m enlace.train` and the run notebook write the same summary.json."
+    steps = [f"data.path={shards / 'shards'}", *TINY, "train.time_budget_s=null", "train.max_steps=12", "hardware.dtype=float32"]
+    r = subprocess.run([sys.executable, "-m", "enlace.train", "configs/runs/pretrain-cpu.yaml", *steps,
+                        "--out", str(tmp_path / "cli"), "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    printed = json.loads(r.stdout)
+    cli = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert printed["summary"] == str(tmp_path / "cli" / "summary.json") and printed["model_file"] == cli["model_file"]
+    assert len(cli["samples"]) == 4 and {"val_bpb", "heldout", "metrics", "model_file"} <= set(cli), cli
+    r = subprocess.run([sys.executable, "-m", "papermill", "nbs/train.ipynb", str(tmp_path / "report.ipynb"),
+                        "-p", "run", "configs/runs/pretrain-cpu.yaml", "-p", "hardware", "cpu-bf16", "-p", "tiny", "False",
+                        "-p", "out", str(tmp_path / "nb"), "-p", "overrides", " ".join(steps)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    nb = json.loads((tmp_path / "nb" / "summary.json").read_text())
+    same = lambda s: {k: v for k, v in s.items() if k not in ("model_file", "mlflow")}
+    assert same(nb) == same(cli)
+    assert Path(nb["model_file"]).name == Path(cli["model_file"]).name  # the same weights, bit for bit

@@ -18,9 +18,17 @@ import unicodedata
 from functools import cache
 from pathlib import Path
 
+from ...common import run_cli
+
 # %% ../../../nbs/20_conjugations.ipynb #46030d63
-TENSES: tuple[str, ...] = ("presente", "preterito_indefinido", "imperfecto", "futuro", "condicional",
-                           "presente_subjuntivo")
+TENSES: tuple[str, ...] = (
+    "presente",
+    "preterito_indefinido",
+    "imperfecto",
+    "futuro",
+    "condicional",
+    "presente_subjuntivo",
+)
 PERSONS: tuple[str, ...] = ("yo", "tú", "él/ella/usted", "nosotros", "vosotros", "ellos/ellas/ustedes")
 
 # %% ../../../nbs/20_conjugations.ipynb #83620cee
@@ -459,20 +467,40 @@ VERBS: dict[str, tuple[str, str, str]] = {
 
 # %% ../../../nbs/20_conjugations.ipynb #88d2c103
 IRREGULAR: dict[str, dict[str, str]] = {
-    "ser": {"presente": "soy eres es somos sois son", "preterito_indefinido": "fui fuiste fue fuimos fuisteis fueron",
-            "imperfecto": "era eras era éramos erais eran", "subj": "se"},
-    "ir": {"presente": "voy vas va vamos vais van", "preterito_indefinido": "fui fuiste fue fuimos fuisteis fueron",
-           "imperfecto": "iba ibas iba íbamos ibais iban", "subj": "vay"},
-    "estar": {"presente": "estoy estás está estamos estáis están",
-              "presente_subjuntivo": "esté estés esté estemos estéis estén", "pret": "estuv"},
-    "dar": {"presente": "doy das da damos dais dan", "preterito_indefinido": "di diste dio dimos disteis dieron",
-            "presente_subjuntivo": "dé des dé demos deis den"},
-    "ver": {"presente": "veo ves ve vemos veis ven", "preterito_indefinido": "vi viste vio vimos visteis vieron",
-            "imperfecto": "veía veías veía veíamos veíais veían", "subj": "ve"},
+    "ser": {
+        "presente": "soy eres es somos sois son",
+        "preterito_indefinido": "fui fuiste fue fuimos fuisteis fueron",
+        "imperfecto": "era eras era éramos erais eran",
+        "subj": "se",
+    },
+    "ir": {
+        "presente": "voy vas va vamos vais van",
+        "preterito_indefinido": "fui fuiste fue fuimos fuisteis fueron",
+        "imperfecto": "iba ibas iba íbamos ibais iban",
+        "subj": "vay",
+    },
+    "estar": {
+        "presente": "estoy estás está estamos estáis están",
+        "presente_subjuntivo": "esté estés esté estemos estéis estén",
+        "pret": "estuv",
+    },
+    "dar": {
+        "presente": "doy das da damos dais dan",
+        "preterito_indefinido": "di diste dio dimos disteis dieron",
+        "presente_subjuntivo": "dé des dé demos deis den",
+    },
+    "ver": {
+        "presente": "veo ves ve vemos veis ven",
+        "preterito_indefinido": "vi viste vio vimos visteis vieron",
+        "imperfecto": "veía veías veía veíamos veíais veían",
+        "subj": "ve",
+    },
     "saber": {"presente": "sé sabes sabe sabemos sabéis saben", "subj": "sep", "pret": "sup", "fut": "sabr"},
     "oír": {"presente": "oigo oyes oye oímos oís oyen", "yo": "oig"},
-    "huir": {"presente": "huyo huyes huye huimos huis huyen",
-             "preterito_indefinido": "hui huiste huyó huimos huisteis huyeron"},
+    "huir": {
+        "presente": "huyo huyes huye huimos huis huyen",
+        "preterito_indefinido": "hui huiste huyó huimos huisteis huyeron",
+    },
     "tener": {"yo": "teng", "pret": "tuv", "fut": "tendr"},
     "venir": {"yo": "veng", "pret": "vin", "fut": "vendr"},
     "poner": {"yo": "pong", "pret": "pus", "fut": "pondr"},
@@ -513,6 +541,7 @@ def _plain(infinitive: str) -> str:
     "The infinitive without the written accent of `oír` (future stem, ending detection)."
     return infinitive.replace("í", "i")
 
+
 def _split(infinitive: str) -> tuple[str, str]:
     "Stem and conjugation class ('ar', 'er' or 'ir') of an infinitive."
     plain = _plain(infinitive)
@@ -523,43 +552,62 @@ def _attach(infinitive: str, stem: str, ending: str) -> str:
     "Join `stem` and `ending`, applying the regular spelling changes of Spanish orthography."
     plain, first = _plain(infinitive), ending[:1]
     if plain[-2:] in ("er", "ir") and stem[-1:] in ("a", "e", "o", "u") and not stem.endswith(("gu", "qu")):
-        if plain.endswith("uir") and stem.endswith("u") and first in "aeoáéó": return stem + "y" + ending
-        if first == "i" and ending[1:2] in ("e", "ó"): return stem + "y" + ending[1:]      # leyó, leyeron
-        if first == "i" and stem[-1] in "aeo": return stem + "í" + ending[1:]               # leíste, oímos
+        if plain.endswith("uir") and stem.endswith("u") and first in "aeoáéó":
+            return stem + "y" + ending
+        if first == "i" and ending[1:2] in ("e", "ó"):
+            return stem + "y" + ending[1:]  # leyó, leyeron
+        if first == "i" and stem[-1] in "aeo":
+            return stem + "í" + ending[1:]  # leíste, oímos
         return stem + ending
     if first in ("e", "é"):
-        if plain.endswith("car") and stem.endswith("c"): return stem[:-1] + "qu" + ending
-        if plain.endswith("guar") and stem.endswith("gu"): return stem[:-1] + "ü" + ending
-        if plain.endswith("gar") and stem.endswith("g"): return stem + "u" + ending
-        if plain.endswith("zar") and stem.endswith("z"): return stem[:-1] + "c" + ending
+        if plain.endswith("car") and stem.endswith("c"):
+            return stem[:-1] + "qu" + ending
+        if plain.endswith("guar") and stem.endswith("gu"):
+            return stem[:-1] + "ü" + ending
+        if plain.endswith("gar") and stem.endswith("g"):
+            return stem + "u" + ending
+        if plain.endswith("zar") and stem.endswith("z"):
+            return stem[:-1] + "c" + ending
     if first in ("a", "o", "á", "ó"):
-        if plain.endswith(("ger", "gir")) and stem.endswith("g"): return stem[:-1] + "j" + ending
-        if plain.endswith("guir") and stem.endswith("gu"): return stem[:-1] + ending
-        if plain.endswith(("cer", "cir")) and stem.endswith("c"): return stem[:-1] + "z" + ending
+        if plain.endswith(("ger", "gir")) and stem.endswith("g"):
+            return stem[:-1] + "j" + ending
+        if plain.endswith("guir") and stem.endswith("gu"):
+            return stem[:-1] + ending
+        if plain.endswith(("cer", "cir")) and stem.endswith("c"):
+            return stem[:-1] + "z" + ending
     return stem + ending
 
 # %% ../../../nbs/20_conjugations.ipynb #87bdcae3
 def _replace_last(s: str, old: str, new: str) -> str:
     "Replace the last occurrence of the letter `old` in `s` by `new`."
     i = s.rfind(old)
-    return s[:i] + new + s[i + 1:]
+    return s[:i] + new + s[i + 1 :]
+
 
 def _strong_stem(stem: str, tokens: list[str]) -> str:
     "Stem under stress (pienso, vuelvo, juego, pido, envío); unchanged for verbs without a stem class."
-    if "ie" in tokens: return _replace_last(stem, "e" if "e" in stem else "i", "ie")
+    if "ie" in tokens:
+        return _replace_last(stem, "e" if "e" in stem else "i", "ie")
     if "ue" in tokens:
         s = _replace_last(stem, "o" if "o" in stem else "u", "ue")
         return "h" + s if s.startswith("ue") else s
-    if "i" in tokens: return _replace_last(stem, "e", "i")
-    if "í" in tokens: return _replace_last(stem, "i", "í")
-    if "ú" in tokens: return _replace_last(stem, "u", "ú")
+    if "i" in tokens:
+        return _replace_last(stem, "e", "i")
+    if "í" in tokens:
+        return _replace_last(stem, "i", "í")
+    if "ú" in tokens:
+        return _replace_last(stem, "u", "ú")
     return stem
+
 
 def _weak_stem(stem: str, tokens: list[str], conj: str) -> str:
     "Unstressed stem change of -ir verbs (sintamos, durmió, pidieron); other verbs keep the stem."
-    if conj != "ir": return stem
-    if ("ie" in tokens or "i" in tokens) and "e" in stem: return _replace_last(stem, "e", "i")
-    if "ue" in tokens: return _replace_last(stem, "o", "u")
+    if conj != "ir":
+        return stem
+    if ("ie" in tokens or "i" in tokens) and "e" in stem:
+        return _replace_last(stem, "e", "i")
+    if "ue" in tokens:
+        return _replace_last(stem, "o", "u")
     return stem
 
 # %% ../../../nbs/20_conjugations.ipynb #10cdc662
@@ -568,70 +616,108 @@ def _forms(infinitive: str, tense: str) -> tuple[str, ...]:
     "The six forms of `infinitive` in `tense`, in the order of `PERSONS`."
     tokens = VERBS[infinitive][2].split()
     base = next((t[1:] for t in tokens if t.startswith("+")), None)
-    if base: return tuple(infinitive[:-len(base)] + f for f in _forms(base, tense))
+    if base:
+        return tuple(infinitive[: -len(base)] + f for f in _forms(base, tense))
     irr = IRREGULAR.get(infinitive, {})
-    if tense in irr: return tuple(irr[tense].split())
+    if tense in irr:
+        return tuple(irr[tense].split())
     stem, conj = _split(infinitive)
     zc = "zc" in tokens
     if tense in ("futuro", "condicional"):
         return tuple(irr.get("fut", _plain(infinitive)) + e for e in ENDINGS[tense, ""].split())
     endings = ENDINGS[tense, conj].split()
-    if tense == "imperfecto": return tuple(stem + e for e in endings)
+    if tense == "imperfecto":
+        return tuple(stem + e for e in endings)
     if tense == "presente":
         yo = irr["yo"] + "o" if "yo" in irr else stem[:-1] + "zco" if zc else None
-        return tuple(yo if p == 0 and yo else _attach(infinitive, _strong_stem(stem, tokens) if p in STRESSED else stem, e)
-                     for p, e in enumerate(endings))
+        return tuple(
+            yo if p == 0 and yo else _attach(infinitive, _strong_stem(stem, tokens) if p in STRESSED else stem, e)
+            for p, e in enumerate(endings)
+        )
     if tense == "presente_subjuntivo":
         own = irr.get("subj") or irr.get("yo") or (stem[:-1] + "zc" if zc else None)
-        if own: return tuple(own + e for e in endings)   # tenga, sepa, vaya, conozca: one stem for all persons
-        return tuple(_attach(infinitive, _strong_stem(stem, tokens) if p in STRESSED else _weak_stem(stem, tokens, conj), e)
-                     for p, e in enumerate(endings))
+        if own:
+            return tuple(own + e for e in endings)  # tenga, sepa, vaya, conozca: one stem for all persons
+        return tuple(
+            _attach(infinitive, _strong_stem(stem, tokens) if p in STRESSED else _weak_stem(stem, tokens, conj), e)
+            for p, e in enumerate(endings)
+        )
     # preterito_indefinido
     strong = irr.get("pret") or (stem[:-1] + "j" if zc and infinitive.endswith("ducir") else None)
     if strong:
-        return tuple(_attach(infinitive, strong, "eron" if e == "ieron" and strong.endswith("j") else e)
-                     for e in STRONG_PRETERITE.split())
-    return tuple(_attach(infinitive, _weak_stem(stem, tokens, conj) if p in (2, 5) else stem, e)
-                 for p, e in enumerate(endings))
+        return tuple(
+            _attach(infinitive, strong, "eron" if e == "ieron" and strong.endswith("j") else e)
+            for e in STRONG_PRETERITE.split()
+        )
+    return tuple(
+        _attach(infinitive, _weak_stem(stem, tokens, conj) if p in (2, 5) else stem, e) for p, e in enumerate(endings)
+    )
 
 # %% ../../../nbs/20_conjugations.ipynb #29b937eb
 def _check(kind: str, value: str, choices) -> None:
     "Raise ValueError naming the bad `value` and the valid choices."
     if value not in choices:
-        shown = ", ".join(choices) if len(choices) <= 12 else ", ".join(list(choices)[:12]) + f", ... ({len(choices)} in all)"
+        shown = (
+            ", ".join(choices)
+            if len(choices) <= 12
+            else ", ".join(list(choices)[:12]) + f", ... ({len(choices)} in all)"
+        )
         raise ValueError(f"unknown {kind} {value!r}; valid {kind}s: {shown}")
 
+
 def conjugate(infinitive: str, tense: str, person: str) -> str:
-    "The bare Spanish form of `infinitive` in `tense` for `person`, e.g. conjugate('comer', 'futuro', 'yo') == 'comeré'."
+    "The bare Spanish form of `infinitive` in `tense` for `person`: conjugate('comer', 'futuro', 'yo') == 'comeré'."
     _check("infinitive", infinitive, VERBS)
     _check("tense", tense, TENSES)
     _check("person", person, PERSONS)
     return _forms(infinitive, tense)[PERSONS.index(person)]
 
 # %% ../../../nbs/20_conjugations.ipynb #98d4fea4
-_SPELLING = (("car", "c>qu"), ("guar", "gu>gü"), ("gar", "g>gu"), ("zar", "z>c"), ("ger", "g>j"), ("gir", "g>j"),
-             ("guir", "gu>g"))
+_SPELLING = (
+    ("car", "c>qu"),
+    ("guar", "gu>gü"),
+    ("gar", "g>gu"),
+    ("zar", "z>c"),
+    ("ger", "g>j"),
+    ("gir", "g>j"),
+    ("guir", "gu>g"),
+)
+
 
 def verb_classes(infinitive: str) -> tuple[str, ...]:
     "Irregularity labels of a verb, e.g. ('o>ue', 'z>c') for almorzar; () for a fully regular verb."
     _check("infinitive", infinitive, VERBS)
     tokens = VERBS[infinitive][2].split()
     base = next((t[1:] for t in tokens if t.startswith("+")), None)
-    if base: return ("irregular", f"like {base}")
+    if base:
+        return ("irregular", f"like {base}")
     stem, conj = _split(infinitive)
     out = ["irregular"] if "irr" in tokens else []
-    if "ie" in tokens: out.append("e>ie" if "e" in stem else "i>ie")
-    if "ue" in tokens: out.append("o>ue" if "o" in stem else "u>ue")
-    if "i" in tokens: out.append("e>i")
-    if "zc" in tokens: out.append("c>zc")
-    if infinitive.endswith("ducir"): out.append("-ducir")
-    if "í" in tokens: out.append("i>í")
-    if "ú" in tokens: out.append("u>ú")
+    if "ie" in tokens:
+        out.append("e>ie" if "e" in stem else "i>ie")
+    if "ue" in tokens:
+        out.append("o>ue" if "o" in stem else "u>ue")
+    if "i" in tokens:
+        out.append("e>i")
+    if "zc" in tokens:
+        out.append("c>zc")
+    if infinitive.endswith("ducir"):
+        out.append("-ducir")
+    if "í" in tokens:
+        out.append("i>í")
+    if "ú" in tokens:
+        out.append("u>ú")
     plain = _plain(infinitive)
     out += [label for end, label in _SPELLING if plain.endswith(end)][:1]
-    if plain.endswith(("cer", "cir")) and "zc" not in tokens and stem[-2:-1] not in "aeiou": out.append("c>z")
-    if conj != "ar" and stem[-1:] in ("a", "e", "o", "u") and not stem.endswith(("gu", "qu")) \
-            and "pret" not in IRREGULAR.get(infinitive, {}): out.append("i>y")  # leyó, cayó, construyo (not traje)
+    if plain.endswith(("cer", "cir")) and "zc" not in tokens and stem[-2:-1] not in "aeiou":
+        out.append("c>z")
+    if (
+        conj != "ar"
+        and stem[-1:] in ("a", "e", "o", "u")
+        and not stem.endswith(("gu", "qu"))
+        and "pret" not in IRREGULAR.get(infinitive, {})
+    ):
+        out.append("i>y")  # leyó, cayó, construyo (not traje)
     return tuple(out)
 
 # %% ../../../nbs/20_conjugations.ipynb #50cf7c38
@@ -644,9 +730,11 @@ PRONOUNS: dict[str, tuple[tuple[str, str], ...]] = {
     "ellos/ellas/ustedes": (("they", "ellos"), ("they (f)", "ellas"), ("you all (formal)", "ustedes")),
 }
 
+
 def _stable_int(*parts: str) -> int:
     "A process-independent integer hash of `parts` (SHA-256; Python's hash() is salted per process)."
     return int(hashlib.sha256("|".join(parts).encode("utf-8")).hexdigest()[:12], 16)
+
 
 def _pronoun(infinitive: str, tense: str, person: str) -> tuple[str, str]:
     "The (English, Spanish) subject pronoun chosen for this triple."
@@ -656,16 +744,23 @@ def _pronoun(infinitive: str, tense: str, person: str) -> tuple[str, str]:
 # %% ../../../nbs/20_conjugations.ipynb #54c6de4f
 def _third_person(verb: str) -> str:
     "English third-person singular present: goes, watches, studies, plays, has."
-    if verb == "have": return "has"
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")): return verb + "es"
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou": return verb[:-1] + "ies"
+    if verb == "have":
+        return "has"
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
     return verb + "s"
+
 
 def _regular_past(verb: str) -> str:
     "English regular simple past: used, studied, played, helped (doubling pasts are listed in VERBS)."
-    if verb.endswith("e"): return verb + "d"
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou": return verb[:-1] + "ied"
+    if verb.endswith("e"):
+        return verb + "d"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ied"
     return verb + "ed"
+
 
 def english_predicate(infinitive: str, tense: str, subject: str) -> str:
     "The English verb phrase of `infinitive` in `tense` agreeing with the English `subject`, e.g. 'will eat'."
@@ -676,13 +771,17 @@ def english_predicate(infinitive: str, tense: str, subject: str) -> str:
     rest = " " + rest if rest else ""
     third = subject in ("he", "she")
     if tense == "presente":
-        if head == "be": return ("am" if subject == "I" else "is" if third else "are") + rest
+        if head == "be":
+            return ("am" if subject == "I" else "is" if third else "are") + rest
         return (_third_person(head) if third else head) + rest
     if tense == "preterito_indefinido":
-        if head == "be": return ("was" if subject == "I" or third else "were") + rest
+        if head == "be":
+            return ("was" if subject == "I" or third else "were") + rest
         past = past or _regular_past(head) + rest
         return past + " (past)" if past == gloss else past
-    return {"imperfecto": "used to ", "futuro": "will ", "condicional": "would ", "presente_subjuntivo": ""}[tense] + gloss
+    return {"imperfecto": "used to ", "futuro": "will ", "condicional": "would ", "presente_subjuntivo": ""}[
+        tense
+    ] + gloss
 
 # %% ../../../nbs/20_conjugations.ipynb #10f5e9bb
 def english(infinitive: str, tense: str, person: str) -> str:
@@ -692,6 +791,7 @@ def english(infinitive: str, tense: str, person: str) -> str:
     phrase = f"{en} {english_predicate(infinitive, tense, en)}"
     return "that " + phrase if tense == "presente_subjuntivo" else phrase
 
+
 def spanish(infinitive: str, tense: str, person: str) -> str:
     "The Spanish side, e.g. spanish('comer', 'presente_subjuntivo', 'tú') == 'que tú comas'."
     form = conjugate(infinitive, tense, person)
@@ -700,6 +800,7 @@ def spanish(infinitive: str, tense: str, person: str) -> str:
 
 # %% ../../../nbs/20_conjugations.ipynb #a85c4fe8
 HELDOUT_PER_MILLE = 100  # 10 % of the (verb, tense, person) triples
+
 
 def combo_split(infinitive: str, tense: str, person: str) -> str:
     "'heldout' for about 10% of (verb, tense, person) triples, chosen by a stable hash; otherwise 'train'."
@@ -713,35 +814,52 @@ def examples() -> list[dict[str, str]]:
         for tense in TENSES:
             for person in PERSONS:
                 en, es = english(infinitive, tense, person), spanish(infinitive, tense, person)
-                out.append({"infinitive": infinitive, "tense": tense, "person": person,
-                            "split": combo_split(infinitive, tense, person), "english": en, "spanish": es,
-                            "form": conjugate(infinitive, tense, person), "line": f"en: {en} | es: {es}"})
+                out.append(
+                    {
+                        "infinitive": infinitive,
+                        "tense": tense,
+                        "person": person,
+                        "split": combo_split(infinitive, tense, person),
+                        "english": en,
+                        "spanish": es,
+                        "form": conjugate(infinitive, tense, person),
+                        "line": f"en: {en} | es: {es}",
+                    }
+                )
     return out
 
 # %% ../../../nbs/20_conjugations.ipynb #d1882f5d
 EXPORT_KEYS = ("infinitive", "tense", "person", "split", "english", "spanish", "form")
 
+
 def _summary(rows: list[dict[str, str]]) -> str:
     "One line: number of examples, verbs and held-out examples."
     n_irr = sum(bool(verb_classes(v)) for v in VERBS)
     heldout = sum(r["split"] == "heldout" for r in rows)
-    return (f"{len(rows)} examples, {len(VERBS)} verbs ({n_irr} irregular-class), "
-            f"{len(TENSES)} tenses x {len(PERSONS)} persons, {heldout} held-out")
+    return (
+        f"{len(rows)} examples, {len(VERBS)} verbs ({n_irr} irregular-class), "
+        f"{len(TENSES)} tenses x {len(PERSONS)} persons, {heldout} held-out"
+    )
+
 
 def main(argv: list[str] | None = None) -> int:
     "CLI: print a summary and sample lines, or export every example as JSON lines with --export FILE."
-    ap = argparse.ArgumentParser(prog="python -m enlace.tasks.conjugations.corpus",
-                                 description="Generate the English-Spanish verb conjugation corpus.")
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.tasks.conjugations.corpus",
+        description="Generate the English-Spanish verb conjugation corpus.",
+    )
     ap.add_argument("--export", metavar="FILE", type=Path, help="write one JSON object per example to FILE (JSONL)")
     args = ap.parse_args(argv)
     rows = examples()
     if args.export is None:
         print(_summary(rows))
-        for r in sorted(rows, key=lambda r: _stable_int("sample", r["line"]))[:5]: print(r["line"])  # a fixed sample
+        for r in sorted(rows, key=lambda r: _stable_int("sample", r["line"]))[:5]:
+            print(r["line"])  # a fixed sample
         return 0
     try:
         with open(args.export, "w", encoding="utf-8", newline="\n") as f:
-            for r in rows: f.write(json.dumps({k: r[k] for k in EXPORT_KEYS}, ensure_ascii=False) + "\n")
+            for r in rows:
+                f.write(json.dumps({k: r[k] for k in EXPORT_KEYS}, ensure_ascii=False) + "\n")
     except OSError as e:
         print(f"error: cannot write {args.export}: {e.strerror or e}", file=sys.stderr)
         return 1
@@ -755,14 +873,18 @@ from ...config import ConfigError
 from ...dataloader import Loader, pad_batch
 from ...tokenizer import Tokenizer
 
+
 def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
     "UTF-8 bytes of each line plus '\\n'; every example must fit seq_len + 1 bytes."
     out = [np.frombuffer((line + "\n").encode("utf-8"), dtype=np.uint8) for line in lines]
     longest = max(range(len(out)), key=lambda i: len(out[i]))
     if len(out[longest]) > seq_len + 1:
-        raise ConfigError(f"train.seq_len: {seq_len} is too short for an example of {len(out[longest])} bytes "
-                          f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}")
+        raise ConfigError(
+            f"train.seq_len: {seq_len} is too short for an example of {len(out[longest])} bytes "
+            f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}"
+        )
     return out
+
 
 def make_data(cfg, micro_batch: int) -> dict:
     "The task's loaders (see `enlace.dataloader.make_data`): byte lines, padded, the held-out split as val."
@@ -770,9 +892,13 @@ def make_data(cfg, micro_batch: int) -> dict:
     train = encode_lines([r["line"] for r in rows if r["split"] == "train"], cfg.train.seq_len)
     val = encode_lines([r["line"] for r in rows if r["split"] == "heldout"], cfg.train.seq_len)
     seed = cfg.train.seed
-    return {"train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
-            "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
-            "tokenizer": Tokenizer.bytes(), "bytes_per_token": 1.0}
+    return {
+        "train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
+        "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
+        "tokenizer": Tokenizer.bytes(),
+        "bytes_per_token": 1.0,
+    }
 
 # %% ../../../nbs/20_conjugations.ipynb #e41fd13f
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(main())
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

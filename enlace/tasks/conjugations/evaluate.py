@@ -33,14 +33,17 @@ __all__ = ['SPELLING', 'prompt_target', 'verb_group', 'data_hash', 'model_logpro
 # %% ../../../nbs/22_eval_conjugations.ipynb #bc3b279c
 SPELLING = {"c>qu", "g>gu", "z>c", "g>j", "gu>g", "gu>gü", "c>z", "i>y"}
 
+
 def prompt_target(row: dict) -> tuple[bytes, bytes]:
     "The English prompt and the Spanish continuation it must produce, as bytes."
     return f"en: {row['english']} | es:".encode(), f" {row['spanish']}\n".encode()
+
 
 def verb_group(infinitive: str) -> str:
     "'regular', 'spelling' (orthographic changes only) or 'irregular'."
     classes = set(verb_classes(infinitive))
     return "regular" if not classes else "spelling" if classes <= SPELLING else "irregular"
+
 
 def data_hash(rows: list[dict]) -> str:
     "sha256 of the training lines: names exactly what a model was trained on."
@@ -52,13 +55,14 @@ def model_logprobs(model: Transformer, rows: list[dict], batch: int = 128) -> li
     "ln P(target | prompt) for each row, summed over the target bytes."
     dev, out = next(model.parameters()).device, []
     for i in range(0, len(rows), batch):
-        pts = [prompt_target(r) for r in rows[i:i + batch]]
+        pts = [prompt_target(r) for r in rows[i : i + batch]]
         b = pad_batch([list(p + t) for p, t in pts])
         logp = torch.log_softmax(model(b["input"].to(dev)).double(), dim=-1)
         tok = logp.gather(-1, b["target"].to(dev).unsqueeze(-1)).squeeze(-1)
         for j, (p, t) in enumerate(pts):
-            out.append(tok[j, len(p) - 1:len(p) - 1 + len(t)].sum().item())  # positions predicting the target
+            out.append(tok[j, len(p) - 1 : len(p) - 1 + len(t)].sum().item())  # positions predicting the target
     return out
+
 
 def model_greedy(model: Transformer, rows: list[dict], max_new: int = 64) -> list[str]:
     "Greedy completion of each row's prompt through the engine, up to the end of the line (stripped)."
@@ -71,12 +75,16 @@ def fit_ngram(rows: list[dict], orders=range(2, 11)) -> tuple[dict, dict]:
     "Kneser-Ney baseline on the training rows; order chosen on every 10th training row. Returns (model, bpb by order)."
     train = [r for r in rows if r["split"] == "train"]
     dev, rest = train[::10], [r for i, r in enumerate(train) if i % 10]
-    order, by_order = ngram.select_order([(r["line"] + "\n").encode() for r in rest], [prompt_target(r) for r in dev], orders)
+    order, by_order = ngram.select_order(
+        [(r["line"] + "\n").encode() for r in rest], [prompt_target(r) for r in dev], orders
+    )
     model = ngram.fit(ngram.count_ngrams([(r["line"] + "\n").encode() for r in train], order), order)
     return model, by_order
 
+
 def ngram_logprobs(model: dict, rows: list[dict]) -> list[float]:
     return [ngram.score(model, *prompt_target(r)) for r in rows]
+
 
 def ngram_greedy(model: dict, rows: list[dict]) -> list[str]:
     return [ngram.greedy(model, prompt_target(r)[0]).decode("utf-8", errors="replace").strip() for r in rows]
@@ -85,33 +93,56 @@ def ngram_greedy(model: dict, rows: list[dict]) -> list[str]:
 def _summary(rows, logps, preds) -> dict:
     n_bytes = sum(len(prompt_target(r)[1]) for r in rows)
     nats = -sum(logps)
-    return {"n": len(rows), "ppl": math.exp(nats / n_bytes), "bpb": nats / n_bytes / math.log(2),
-            "exact_match": sum(p == r["spanish"] for p, r in zip(preds, rows)) / len(rows)}
+    return {
+        "n": len(rows),
+        "ppl": math.exp(nats / n_bytes),
+        "bpb": nats / n_bytes / math.log(2),
+        "exact_match": sum(p == r["spanish"] for p, r in zip(preds, rows)) / len(rows),
+    }
+
 
 def figures(rows: list[dict], logps: list[float], preds: list[str]) -> dict:
     "Overall, per-tense and per-verb-group ppl, bits per byte and exact match."
     out = _summary(rows, logps, preds)
     for key, fn in [("by_tense", lambda r: r["tense"]), ("by_group", lambda r: verb_group(r["infinitive"]))]:
         parts = defaultdict(list)
-        for i, r in enumerate(rows): parts[fn(r)].append(i)
-        out[key] = {k: _summary([rows[i] for i in ix], [logps[i] for i in ix], [preds[i] for i in ix]) for k, ix in parts.items()}
+        for i, r in enumerate(rows):
+            parts[fn(r)].append(i)
+        out[key] = {
+            k: _summary([rows[i] for i in ix], [logps[i] for i in ix], [preds[i] for i in ix])
+            for k, ix in parts.items()
+        }
     return out
 
 # %% ../../../nbs/22_eval_conjugations.ipynb #242d45b6
-def evaluate(model: Transformer, split: str = "heldout", model_file: str | None = None, limit: int | None = None) -> dict:
+def evaluate(
+    model: Transformer, split: str = "heldout", model_file: str | None = None, limit: int | None = None
+) -> dict:
     "The report's figures for `split` (heldout or train; its first `limit` rows), transformer and n-gram baseline."
     rows = examples()
     part = [r for r in rows if r["split"] == split][:limit]
-    if not part: raise ValueError(f"no rows in split {split!r}; use heldout or train")
+    if not part:
+        raise ValueError(f"no rows in split {split!r}; use heldout or train")
     lm, by_order = fit_ngram(rows)
     preds = model_greedy(model, part)
     samples = [{"english": r["english"], "expected": r["spanish"], "model": p} for r, p in zip(part, preds)]
-    return {split: {"model": figures(part, model_logprobs(model, part), preds),
-                    "ngram": {**figures(part, ngram_logprobs(lm, part), ngram_greedy(lm, part)), "order": lm["order"],
-                              "dev_bpb_by_order": by_order},
-                    "samples": {"right": [x for x in samples if x["model"] == x["expected"]][:10],
-                                "wrong": [x for x in samples if x["model"] != x["expected"]][:10]}},
-            "model_file": model_file, "data_hash": data_hash(rows)}
+    return {
+        split: {
+            "model": figures(part, model_logprobs(model, part), preds),
+            "ngram": {
+                **figures(part, ngram_logprobs(lm, part), ngram_greedy(lm, part)),
+                "order": lm["order"],
+                "dev_bpb_by_order": by_order,
+            },
+            "samples": {
+                "right": [x for x in samples if x["model"] == x["expected"]][:10],
+                "wrong": [x for x in samples if x["model"] != x["expected"]][:10],
+            },
+        },
+        "model_file": model_file,
+        "data_hash": data_hash(rows),
+    }
+
 
 def main(argv: list[str] | None = None) -> int:
     "CLI: recompute the figures from a model file; JSON on stdout, a short table on stderr."
@@ -125,12 +156,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if tok.kind != "bytes":
-        print(f"error: {args.model_file}: not a byte-level model (tokenizer {man.get('tokenizer')}); this task is byte-level", file=sys.stderr)
+        print(
+            f"error: {args.model_file}: not a byte-level model (tokenizer {man.get('tokenizer')}); "
+            "this task is byte-level",
+            file=sys.stderr,
+        )
         return 2
     res = evaluate(model, args.split, str(args.model_file))
     s = res[args.split]
     for who in ("model", "ngram"):
-        print(f"{who:6s} ppl {s[who]['ppl']:.4f}  bpb {s[who]['bpb']:.4f}  exact match {s[who]['exact_match']:.1%}", file=sys.stderr)
+        print(
+            f"{who:6s} ppl {s[who]['ppl']:.4f}  bpb {s[who]['bpb']:.4f}  exact match {s[who]['exact_match']:.1%}",
+            file=sys.stderr,
+        )
     print(json.dumps(res, indent=1, ensure_ascii=False))
     return 0
 
@@ -147,8 +185,13 @@ def finish(run_dir, cfg, model: Transformer, limit: int | None = None) -> dict:
     res["drift"] = table.to_dict()
     metrics = {f"heldout.{w}.{k}": h[w][k] for w in ("model", "ngram") for k in ("ppl", "bpb", "exact_match")}
     res.pop("model_file")  # finish_run names the file
-    return {"metrics": metrics, "summary": res, "manifest": {"data_hash": res["data_hash"]},
-            "artifacts": [run_dir / "drift.png", run_dir / "drift.csv"]}
+    return {
+        "metrics": metrics,
+        "summary": res,
+        "manifest": {"data_hash": res["data_hash"]},
+        "artifacts": [run_dir / "drift.png", run_dir / "drift.csv"],
+    }
 
 # %% ../../../nbs/22_eval_conjugations.ipynb #cd55133d
-if __name__ == "__main__" and "__file__" in globals(): raise SystemExit(run_cli(main))
+if __name__ == "__main__" and "__file__" in globals():
+    raise SystemExit(run_cli(main))

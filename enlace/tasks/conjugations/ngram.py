@@ -19,6 +19,7 @@ __all__ = ['BOS', 'V', 'count_ngrams', 'tables', 'fit', 'distribution', 'score',
 BOS = 256  # start-of-line filler in contexts; never predicted
 V = 256
 
+
 def count_ngrams(lines: list[bytes], max_order: int) -> dict:
     "Raw counts of every n-gram up to `max_order`: {n: Counter(tuple -> count)}."
     counts = {n: Counter() for n in range(1, max_order + 1)}
@@ -26,40 +27,57 @@ def count_ngrams(lines: list[bytes], max_order: int) -> dict:
         seq = (BOS,) * (max_order - 1) + tuple(line)
         for i in range(max_order - 1, len(seq)):
             for n in range(1, max_order + 1):
-                counts[n][seq[i - n + 1:i + 1]] += 1
+                counts[n][seq[i - n + 1 : i + 1]] += 1
     return counts
 
 # %% ../../../nbs/21_ngram.ipynb #2ee82a8c
 def _table(c: Counter) -> dict:
     "Per-context next-byte arrays, totals and the Ney discount of one order's (raw or continuation) counts."
     nexts = defaultdict(dict)
-    for g, k in c.items(): nexts[g[:-1]][g[-1]] = k
+    for g, k in c.items():
+        nexts[g[:-1]][g[-1]] = k
     ones, twos = sum(1 for k in c.values() if k == 1), sum(1 for k in c.values() if k == 2)
-    return {"next": {h: (np.fromiter(w.keys(), dtype=np.int64, count=len(w)), np.fromiter(w.values(), dtype=np.float64, count=len(w)))
-                     for h, w in nexts.items()},
-            "total": {h: sum(w.values()) for h, w in nexts.items()},
-            "d": ones / (ones + 2 * twos) if ones else 0.5}
+    return {
+        "next": {
+            h: (
+                np.fromiter(w.keys(), dtype=np.int64, count=len(w)),
+                np.fromiter(w.values(), dtype=np.float64, count=len(w)),
+            )
+            for h, w in nexts.items()
+        },
+        "total": {h: sum(w.values()) for h, w in nexts.items()},
+        "d": ones / (ones + 2 * twos) if ones else 0.5,
+    }
+
 
 def tables(counts: dict, orders) -> dict:
     "Raw tables for every candidate order and continuation tables for the orders below the largest."
     top = max(orders)
-    return {"raw": {n: _table(counts[n]) for n in orders},
-            "cont": {n: _table(Counter(g[1:] for g in counts[n + 1])) for n in range(1, top)}}
+    return {
+        "raw": {n: _table(counts[n]) for n in orders},
+        "cont": {n: _table(Counter(g[1:] for g in counts[n + 1])) for n in range(1, top)},
+    }
+
 
 def fit(counts: dict, order: int, built: dict | None = None) -> dict:
     "Interpolated Kneser-Ney model of `order` from `count_ngrams` output (or prebuilt `tables`)."
     built = built or tables(counts, [order])
-    return {"order": order, "tables": {n: built["raw"][n] if n == order else built["cont"][n] for n in range(1, order + 1)}}
+    return {
+        "order": order,
+        "tables": {n: built["raw"][n] if n == order else built["cont"][n] for n in range(1, order + 1)},
+    }
+
 
 def distribution(model: dict, context) -> np.ndarray:
     "P(next byte | context) over the 256 bytes; `context` is the bytes so far (any length)."
     order = model["order"]
-    ctx = ((BOS,) * (order - 1) + tuple(context))[-(order - 1):] if order > 1 else ()
+    ctx = ((BOS,) * (order - 1) + tuple(context))[-(order - 1) :] if order > 1 else ()
     p = np.full(V, 1.0 / V)
     for n in range(1, order + 1):
         t = model["tables"][n]
-        h = ctx[len(ctx) - (n - 1):] if n > 1 else ()
-        if h not in t["next"]: continue  # unseen context: keep the lower order as it is
+        h = ctx[len(ctx) - (n - 1) :] if n > 1 else ()
+        if h not in t["next"]:
+            continue  # unseen context: keep the lower order as it is
         ws, cs = t["next"][h]
         tot, d = t["total"][h], t["d"]
         new = p * (d * len(ws) / tot)
@@ -76,13 +94,16 @@ def score(model: dict, prefix: bytes, target: bytes) -> float:
         ctx.append(b)
     return total
 
+
 def greedy(model: dict, prefix: bytes, max_new: int = 64, stop: int = ord("\n")) -> bytes:
     "Most likely continuation of `prefix`, up to (not including) the `stop` byte."
     ctx, out = list(prefix), []
     for _ in range(max_new):
         b = int(distribution(model, ctx).argmax())
-        if b == stop: break
-        out.append(b); ctx.append(b)
+        if b == stop:
+            break
+        out.append(b)
+        ctx.append(b)
     return bytes(out)
 
 # %% ../../../nbs/21_ngram.ipynb #036f8e46
@@ -90,6 +111,7 @@ def bits_per_byte(model: dict, pairs: list[tuple[bytes, bytes]]) -> float:
     "Bits per target byte over (prefix, target) pairs."
     nats = sum(-score(model, p, t) for p, t in pairs)
     return nats / math.log(2) / sum(len(t) for _, t in pairs)
+
 
 def select_order(fit_lines: list[bytes], dev_pairs: list[tuple[bytes, bytes]], orders=range(2, 11)) -> tuple[int, dict]:
     "The order with the lowest bits per byte on `dev_pairs` when fit on `fit_lines`, and every order's figure."
