@@ -13,7 +13,6 @@ import os
 import platform
 import shutil
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +58,7 @@ class DeviceInfo:
     def label(self) -> str:
         return f"{self.name} (sm_{self.capability[0]}{self.capability[1]})" if self.capability else self.name
 
-
+# %% ../nbs/02_backends.ipynb #96f380fd
 def _kernel_runs(kernel: str, device: str) -> bool:
     "Does SDPA with this kernel run here? (tiny causal attention, float16 on CUDA)"
     dtype = torch.float16 if device == "cuda" else torch.float32
@@ -76,7 +75,7 @@ def _has_cxx() -> bool:
     "Is there a C++ compiler where torch.compile looks for one ($CXX, c++, g++, clang++)?"
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "c++", "g++", "clang++") if c)
 
-
+# %% ../nbs/02_backends.ipynb #38fde2b5
 def describe_device(kind: str = "cuda") -> DeviceInfo:
     "Describe the real device of this kind (`cuda:0` or the CPU); a `cuda` ask with no GPU returns the CPU."
     if kind == "cuda" and torch.cuda.is_available():
@@ -171,11 +170,6 @@ def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> tuple[torch.devi
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-# Under CPU autocast RMSNorm gets bfloat16 activations and float32 gains: torch computes it exactly, on its
-# unfused path, and says so in a warning at every run. The precision is what the profile asked for: silence it.
-warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight", category=UserWarning)
-
-
 def autocast(hw: HardwareConfig):
     "Autocast context of the profile (a no-op for float32)."
     if hw.dtype == "float32":
@@ -228,7 +222,7 @@ def _peak_cache() -> Path:
     "Where the measured CPU peaks are kept: $ENLACE_CACHE/peak_flops.json, by default under ~/.cache/enlace."
     return Path(os.environ.get("ENLACE_CACHE") or Path.home() / ".cache" / "enlace") / "peak_flops.json"
 
-
+# %% ../nbs/02_backends.ipynb #cab6a011
 def cpu_peak_flops(dtype: str, seconds: float = 2.0) -> float:
     "The best matmul FLOP/s ever measured on this CPU for `dtype`: a `seconds` probe the first time, then 0.25 s."
     key = f"{platform.processor() or platform.machine()} | torch {torch.__version__} | "
@@ -248,7 +242,7 @@ def cpu_peak_flops(dtype: str, seconds: float = 2.0) -> float:
             pass  # a read-only home only costs the next run a longer probe
     return best
 
-
+# %% ../nbs/02_backends.ipynb #3142a3e5
 def peak_flops(hw: HardwareConfig, dev: DeviceInfo) -> float | None:
     "Peak FLOP/s for MFU: datasheet for known GPUs, the cached best measurement for the CPU, None when unknown."
     if dev.kind == "cpu":

@@ -56,7 +56,7 @@ def bits_per_byte(
     x = torch.tensor(ids, dtype=torch.long)
     ws, nats = windows(len(ids), window, stride), 0.0
     groups = [ws[i : i + batch] for i in range(0, len(ws), batch)]
-    for g in tqdm(groups, desc="bpb", unit="batch", disable=not progress):
+    for g in tqdm(groups, desc="bpb", unit="batch", disable=not progress, mininterval=progress_interval()):
         for length in sorted({en - st for st, en, _ in g}):
             part = [w for w in g if w[1] - w[0] == length]
             inp = torch.stack([x[st:en] for st, en, _ in part]).to(device)
@@ -78,7 +78,7 @@ def text_ids(text: str, tok: Tokenizer) -> list[int]:
 class TextFileError(ValueError):
     "A text file that cannot be scored; one line naming it."
 
-
+# %% ../nbs/12_bpb.ipynb #0708937d
 def read_text(path) -> str:
     "A file's text, strictly UTF-8; TextFileError names the file and the byte otherwise."
     try:
@@ -96,7 +96,7 @@ def cleaned_text(path) -> str:
     keep_all = Cleaner(min_chars=1, doc_chars=1 << 62, dedup_min_chars=1 << 62)  # one document, no paragraph dropped
     return "\n\n".join(keep_all.documents("eval", Path(path)))
 
-
+# %% ../nbs/12_bpb.ipynb #872c0f99
 def score_file(
     model,
     man: dict,

@@ -96,7 +96,7 @@ def step_dirs(ckpt_dir) -> list[Path]:
     "Finished checkpoint directories, oldest first."
     return sorted(p for p in Path(ckpt_dir).glob("step_*") if p.is_dir())
 
-
+# %% ../nbs/09_checkpoint.ipynb #71b54c9b
 def save_checkpoint(
     ckpt_dir, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, manifest: dict, keep_last: int
 ) -> Path:
@@ -147,7 +147,7 @@ class CheckpointError(RuntimeError):
 
 MANIFEST_KEYS = ("step", "files", "config", "loader", "tokens", "grad_scaler", "optimizer_groups", "rng")
 
-
+# %% ../nbs/09_checkpoint.ipynb #0d942e77
 def verify_checkpoint(path: Path) -> str | None:
     "None if the manifest is complete and every file is there with its recorded sha256, else the problem."
     try:
@@ -164,7 +164,7 @@ def verify_checkpoint(path: Path) -> str | None:
             return f"{f} is corrupted (sha256 mismatch)"
     return None if man.get("files") else "manifest lists no files"
 
-
+# %% ../nbs/09_checkpoint.ipynb #058fdfe9
 def find_checkpoint(ckpt_dir, warn=print) -> Path | None:
     "The checkpoint `latest` names, else the newest that verifies; each rejected one is reported in one line."
     ckpt_dir, candidates = Path(ckpt_dir), list(reversed(step_dirs(ckpt_dir)))
@@ -179,7 +179,7 @@ def find_checkpoint(ckpt_dir, warn=print) -> Path | None:
         warn(f"checkpoint {path} is unusable: {problem}; trying the previous one")
     return None
 
-
+# %% ../nbs/09_checkpoint.ipynb #ebad1141
 def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_config: dict) -> dict:
     "Load weights, optimizer and RNG state into place; return the manifest. Refuses a different model shape."
     path = Path(path)
@@ -203,7 +203,7 @@ def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, mo
 class ModelFileError(ValueError):
     "A model file that cannot be used; one line naming the file and the problem."
 
-
+# %% ../nbs/09_checkpoint.ipynb #9c52d594
 def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
     "Copy a saved BPE tokenizer next to a model as `tokenizer-<sha256[:12]>/`; returns its manifest entry."
     if tok.kind == "bytes":
@@ -216,7 +216,7 @@ def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
         os.replace(tmp, dst)
     return {**tok.entry(), "dir": dst.name}
 
-
+# %% ../nbs/09_checkpoint.ipynb #2f7c5b4f
 def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | None = None) -> Path:
     "Write `model-<sha256[:12]>.safetensors`, its `.json` manifest (config, tokenizer, `manifest`) and tokenizer."
     out_dir = Path(out_dir)

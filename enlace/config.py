@@ -143,7 +143,7 @@ class TrainConfig(Schema):
             raise ValueError(f"betas must be in [0, 1), got {list(v)}")
         return v
 
-
+# %% ../nbs/00_config.ipynb #431d3ec3
 class DataConfig(Schema):
     "Where the tokens come from."
 
@@ -158,7 +158,7 @@ class DataConfig(Schema):
             raise ValueError("data.source=shards needs a shard folder here")
         return v
 
-
+# %% ../nbs/00_config.ipynb #f4ffa75c
 class RunConfig(Schema):
     "One run: metadata plus the four layers."
 
@@ -281,7 +281,7 @@ def _field_at(keys: list[str], root: type[BaseModel] | None = None):
         model = info.annotation
     return info
 
-
+# %% ../nbs/00_config.ipynb #2ebfa464
 def _parse_value(keys: list[str], text: str):
     "Typed by the schema: raw text for str fields, YAML otherwise."
     info = _field_at(keys)
@@ -292,7 +292,7 @@ def _parse_value(keys: list[str], text: str):
     except yaml.YAMLError:
         return text
 
-
+# %% ../nbs/00_config.ipynb #4cd903f6
 def apply_overrides(data: dict, prov: dict, overrides: list[str], run_file: Path) -> None:
     "Apply `key=value` overrides in place; a layer name with a bare value swaps in that layer's file."
     for item in overrides:
@@ -339,7 +339,7 @@ def _source(prov: dict, key: str, fallback: str) -> str:
             return under[-1] if len(set(under)) == 1 else max(set(under), key=under.count)
     return fallback
 
-
+# %% ../nbs/00_config.ipynb #a801ee59
 def _describe(err: dict, root: type[BaseModel]) -> str:
     "One pydantic error as a short problem statement."
     loc = [str(x) for x in err["loc"]]
@@ -363,7 +363,7 @@ def grad_accum(cfg: RunConfig) -> int:
     "Micro-batches per optimizer step."
     return cfg.train.batch_size // micro_batch(cfg)
 
-
+# %% ../nbs/00_config.ipynb #4b577187
 def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
     "Checks that span layers, as (dotted key, problem)."
     out = []
@@ -402,7 +402,7 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
         )
     return out
 
-
+# %% ../nbs/00_config.ipynb #ef58d520
 def _validated(cls: type[BaseModel], data: dict, prov: dict, fallback: str, prefix: str = ""):
     "cls.model_validate(data), with the first error as a one-line ConfigError naming file and key."
     try:
@@ -434,7 +434,7 @@ def load_config(path, overrides: list[str] | tuple = ()) -> RunConfig:
     apply_overrides(data, prov, list(overrides), path)
     return validate(data, prov, rel_path(path))
 
-
+# %% ../nbs/00_config.ipynb #8eba4721
 def flatten(d: dict, prefix: str = "") -> dict:
     "Nested config dict as dotted keys: {'train': {'lr': 1}} -> {'train.lr': 1}."
     out = {}

@@ -136,7 +136,7 @@ class HFInput:
         except Exception as e:
             raise _hub_error(str(self), e) from None
 
-
+# %% ../nbs/05_corpus.ipynb #048dcffd
 def _no_text(name: str, columns: list) -> PrepareError:
     "The one-line error for a dataset without a `text` column, listing the columns it has."
     return PrepareError(
@@ -174,7 +174,7 @@ def open_saved(source: str) -> list[HFInput]:
             raise _no_text(str(it), it.ds.column_names)
     return items
 
-
+# %% ../nbs/05_corpus.ipynb #091e6c56
 def open_hub(spec: str) -> HFInput:
     "A Hub source `hf:NAME[:CONFIG][@SPLIT]` opened with `datasets.load_dataset(..., streaming=True)`, not downloaded."
     name, config, split = parse_hf(spec)
@@ -195,7 +195,7 @@ def _saved_source(s: str) -> bool:
     "True when `s` is a saved dataset folder, or such a folder followed by '@SPLIT'."
     return is_saved_dataset(s) or (not Path(s).exists() and "@" in s and is_saved_dataset(s.rpartition("@")[0]))
 
-
+# %% ../nbs/05_corpus.ipynb #f980ad7b
 def list_files(sources: list) -> dict[str, list]:
     "The inputs of each SOURCE: files (Path) of a file or folder, or HFInput splits of a dataset source."
     out = {}
@@ -263,7 +263,7 @@ def _has_gutenberg_start(path: Path, probe: int = 1 << 16) -> bool:
         head = f.read(probe).decode("utf-8", "ignore")
     return any(_GUTENBERG_START.match(l) for l in head.splitlines())
 
-
+# %% ../nbs/05_corpus.ipynb #faeab9cc
 def read_txt(path: Path, stats, max_line_chars: int = 1 << 22) -> Iterator[str | None]:
     "Paragraphs of a text file, streamed line by line (lines longer than `max_line_chars` read in pieces)."
     skipping = _has_gutenberg_start(path)
@@ -295,7 +295,7 @@ def read_txt(path: Path, stats, max_line_chars: int = 1 << 22) -> Iterator[str |
     yield from flush()
     yield None
 
-
+# %% ../nbs/05_corpus.ipynb #64f6bbe2
 def read_jsonl(path: Path, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` field of each JSON line; one record per line."
     with open(path, encoding="utf-8") as f:
@@ -309,7 +309,7 @@ def read_jsonl(path: Path, stats) -> Iterator[str | None]:
             yield from _paragraphs(str(text).replace("\r\n", "\n"))
             yield None
 
-
+# %% ../nbs/05_corpus.ipynb #c26c0b11
 def read_parquet(path: Path, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` column of a Parquet file, read one row group at a time."
     import pyarrow.parquet as pq
@@ -324,7 +324,7 @@ def read_parquet(path: Path, stats) -> Iterator[str | None]:
             yield from _paragraphs(text.replace("\r\n", "\n"))
             yield None
 
-
+# %% ../nbs/05_corpus.ipynb #d9fd45ad
 def read_dataset(item: HFInput, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` of each row of a dataset split; one record per row, like a JSON line."
     for text in item.texts():
@@ -342,7 +342,7 @@ def doc_split(text: str, val_per_mille: int) -> str:
     h = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
     return "val" if h % 1000 < val_per_mille else "train"
 
-
+# %% ../nbs/05_corpus.ipynb #6a5d1d88
 class Cleaner:
     "Streams documents out of source inputs; `report` counts what was dropped, per source and reason."
 

@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/model.html.md"""
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 import torch.nn as nn
@@ -15,6 +16,10 @@ import torch.nn.functional as F
 
 from .common import run_cli
 from .config import ConfigError, ModelConfig, load_config, load_layer
+
+# Under autocast RMSNorm gets 16-bit activations and float32 gains: torch then computes it on its unfused path, in
+# float32, and says so in a warning at every run (every cpu-bf16 run printed it). That is the intended numerics.
+warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight", category=UserWarning)
 
 # %% auto #0
 __all__ = ['rope_tables', 'apply_rope', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss', 'param_count', 'flops_per_token',

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .common import atomic_write_json, progress_interval, run_cli
 from .corpus import Cleaner, HFInput, PrepareError, doc_split, input_key, input_size, list_files
@@ -48,7 +48,7 @@ def _no_tokenizers_parallelism():
         else:
             os.environ["TOKENIZERS_PARALLELISM"] = old
 
-
+# %% ../nbs/07_prepare.ipynb #a60cae90
 class ShardWriter:
     "Tokenizes the documents of each chunk on `workers` threads; writes `NAME.bin` + `done/NAME.json` once complete."
 
@@ -133,7 +133,7 @@ def _utf8_guard(it, path):
     except UnicodeDecodeError as e:
         raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
-
+# %% ../nbs/07_prepare.ipynb #96995033
 def clean_stage(
     files: dict,
     out: Path,
@@ -158,6 +158,7 @@ def clean_stage(
         unit_scale=True,
         desc="clean+tokenize" if writer else "clean",
         disable=not progress,
+        mininterval=progress_interval(),
     )
     try:
         for source, fs in files.items():
@@ -209,7 +210,7 @@ def _fingerprint(files: dict, **settings) -> dict:
     "What must match for a run to resume an output folder: the inputs (see `input_key`) and the settings."
     return {"files": [input_key(f) for fs in files.values() for f in fs], **settings}
 
-
+# %% ../nbs/07_prepare.ipynb #e7c13d38
 def _fingerprint_change(old: dict, new: dict) -> str:
     "The first thing that differs between two fingerprints, in words."
     for k in sorted(set(old) | set(new)):
@@ -222,7 +223,7 @@ def _fingerprint_change(old: dict, new: dict) -> str:
     changed = [a[0] for a, b in zip(old["files"], new["files"]) if a != b]
     return f"{changed[0]} changed (size or modification time)" if changed else "the inputs differ"
 
-
+# %% ../nbs/07_prepare.ipynb #4bf05818
 def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log) -> Tokenizer | None:
     "The tokenizer already trained in `tok_dir` with `train_vocab` tokens, or None when there is none to reuse."
     try:
@@ -235,7 +236,7 @@ def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log) -> Tokenizer | Non
     log(f"tokenizer: reusing {tok_dir}")
     return tok
 
-
+# %% ../nbs/07_prepare.ipynb #f07d7b8a
 def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vocab: int, progress: bool, log):
     "Train a tokenizer on the cleaned training chunks and save it in `tok_dir`; returns it loaded back from disk."
     paths = [out / "clean" / f"{c}.jsonl" for c in train_chunks]
@@ -254,7 +255,7 @@ def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vo
     log(f"tokenizer: trained {tok.vocab_size} tokens into {tok_dir}")
     return Tokenizer.load(tok_dir)
 
-
+# %% ../nbs/07_prepare.ipynb #b7d1f1db
 def _copy_tokenizer(src: Path, out: Path) -> Tokenizer:
     "The verified tokenizer `src`, copied into `out/tokenizer` (the shard folder carries its own tokenizer)."
     try:
@@ -389,7 +390,7 @@ def prepare(
     )
     return {**manifest, "seconds": secs, "tokenized": tokenized}
 
-
+# %% ../nbs/07_prepare.ipynb #880026b3
 def format_report(report: dict) -> str:
     "The cleaning report, one line per source."
     lines = []

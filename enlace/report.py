@@ -44,7 +44,7 @@ def _last_eval(run_dir: Path) -> dict:
             last = {"val_loss": rec["val_loss"], "val_bpb": rec.get("val_bpb"), "val_step": rec["step"]}
     return last
 
-
+# %% ../nbs/13_report.ipynb #153dbb73
 def finish_run(
     run_dir,
     cfg: RunConfig,

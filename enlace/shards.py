@@ -30,7 +30,7 @@ _HEADER = struct.Struct("<8sIIQ32s")
 class ShardError(ValueError):
     "A token shard that cannot be used; the message names the file and the problem."
 
-
+# %% ../nbs/06_shards.ipynb #01a2375d
 def write_shard(path, tokens, dtype: str = "uint16") -> Path:
     "Write `tokens` as a shard of `dtype`, atomically; refuses ids that do not fit the dtype."
     path, np_dtype = Path(path), TOKEN_DTYPES[dtype]
@@ -49,7 +49,7 @@ def _sha256_chunked(tokens: np.ndarray, chunk: int = 1 << 24) -> bytes:
         h.update(memoryview(np.ascontiguousarray(flat[i : i + chunk])).cast("B"))
     return h.digest()
 
-
+# %% ../nbs/06_shards.ipynb #b73ce5b6
 def read_shard(path, verify: bool = True) -> np.memmap:
     "Open a shard memory-mapped after checking magic, version, size and (if `verify`) its checksum."
     path = Path(path)

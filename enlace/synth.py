@@ -26,7 +26,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 from tqdm import tqdm
 
-from .common import atomic_write, closest, error_line, run_cli, short_repr
+from .common import atomic_write, closest, error_line, progress_interval, run_cli, short_repr
 from .config import ConfigError, read_yaml, rel_path
 
 # %% auto #0
@@ -101,7 +101,7 @@ def template_fields(template: str) -> list[str]:
     "The names a str.format template uses: 'Hola {nombre}' -> ['nombre'] (raises ValueError if malformed)."
     return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
 
-
+# %% ../nbs/30_synth.ipynb #de5d7681
 def _spec_checks(spec: dict) -> list[tuple[str, str]]:
     "Checks pydantic cannot do alone, as (key, problem)."
     try:
@@ -138,7 +138,7 @@ def _spec_checks(spec: dict) -> list[tuple[str, str]]:
         )
     return out
 
-
+# %% ../nbs/30_synth.ipynb #315b97b5
 def load_spec(path) -> dict:
     "Read and validate a generation spec into a plain dict; any problem is a one-line ConfigError: file: key: problem."
     path = Path(path)
@@ -332,7 +332,7 @@ def pending(reqs: list[dict], st: dict) -> list[dict]:
 class JobError(RuntimeError):
     "A job cannot go on safely without the user (a dangling intent, a batch that is not ours)."
 
-
+# %% ../nbs/30_synth.ipynb #0c02b63b
 def create_batch(client, job: Path, group: list[dict], kind: str = "submit") -> dict:
     "Intent (fsynced) -> create, never retried -> batch record (fsynced); returns the record."
     intent = {
@@ -373,7 +373,7 @@ def create_batch(client, job: Path, group: list[dict], kind: str = "submit") -> 
     append_jsonl(job / "batches.jsonl", [rec], sync=True)
     return rec
 
-
+# %% ../nbs/30_synth.ipynb #02e6c02b
 def _as_dict(x) -> dict:
     "An SDK object as plain JSON data (what a fake client returns already)."
     return x.model_dump(mode="json") if hasattr(x, "model_dump") else x
@@ -387,7 +387,7 @@ def _result_ids(client, batch_id: str) -> set[str]:
     "The custom_ids an ended batch answered."
     return {_as_dict(r)["custom_id"] for r in client.messages.batches.results(batch_id)}
 
-
+# %% ../nbs/30_synth.ipynb #9a15bc89
 def _adopt(job: Path, intent: dict, b: dict, how: str) -> None:
     append_jsonl(
         job / "batches.jsonl",
@@ -403,7 +403,7 @@ def _adopt(job: Path, intent: dict, b: dict, how: str) -> None:
         sync=True,
     )
 
-
+# %% ../nbs/30_synth.ipynb #35b75b51
 def _dangling_help(it: dict, cands: list[dict], spec_path: str) -> str:
     "What the user must check for one unresolved intent, and the two ways to record the answer."
     found = (
@@ -420,7 +420,7 @@ def _dangling_help(it: dict, cands: list[dict], spec_path: str) -> str:
         f"{it['intent']}`. Nothing will be created until then."
     )
 
-
+# %% ../nbs/30_synth.ipynb #193ea8db
 def resolve_intents(client, job: Path, adopt: dict | None = None, abandon=(), spec_path: str = "SPEC") -> dict:
     "Give every dangling intent its batch (the user's word, or the one `list` shows), else JobError; returns job_state."
     st = job_state(job)
@@ -480,9 +480,12 @@ def save_requests(job: Path, reqs: list[dict]) -> None:
 
 def submit(client, spec: dict, job: Path, retry: bool = False, log=print, **resolve) -> list[dict]:
     "Create batches for pending requests (or, with `retry`, for retryable failures); returns the new batch records."
+    # --- what the spec asks for, saved first: a later collect knows every custom_id of this job ---
     reqs = expand(spec)
     save_requests(job, reqs)
+    # --- intents left by a killed submit get their batch before anything new is paid for ---
     st = resolve_intents(client, job, **resolve)
+    # --- what to send: the pending requests, or with `retry` only the failures that may succeed ---
     if retry:
         ids = {r["custom_id"] for r in reqs}
         failed = {c: e for c, e in st["failed"].items() if c in ids}
@@ -500,6 +503,7 @@ def submit(client, spec: dict, job: Path, retry: bool = False, log=print, **reso
         todo = [r for r in reqs if failed.get(r["custom_id"], {}).get("retryable")]
     else:
         todo = pending(reqs, st)
+    # --- one batch per chunk within the API's limits; each is an intent on disk before `create` ---
     out = []
     for group in chunk(todo, spec["max_requests_per_batch"]):
         out.append(create_batch(client, job, group, "retry" if retry else "submit"))
@@ -532,7 +536,7 @@ USAGE_KEYS = (
     "cache_creation",
 )
 
-
+# %% ../nbs/30_synth.ipynb #b56b7b9e
 def outcome(result: dict, schema: dict | None) -> dict:
     "One API result as a results record ({'output', ...}) or an errors record ({'reason', 'retryable', ...})."
     kind = result["type"]
@@ -652,7 +656,7 @@ def write_dataset(job: Path, reqs: list[dict], system: str) -> list[Path]:
     os.replace(tmp, job / "dataset.parquet")
     return out + [job / "dataset.parquet"]
 
-
+# %% ../nbs/30_synth.ipynb #b84e37a5
 def collect(
     client,
     spec: dict,
@@ -664,10 +668,12 @@ def collect(
     **resolve,
 ) -> list[Path]:
     "Poll until the job's batches end (or once, without `wait`), collect each by custom_id, write the dataset."
+    # --- the batches still to collect, with the custom_ids each was created with ---
     st = resolve_intents(client, job, **resolve)
     todo = list(st["uncollected"])
     ids = {b["id"]: st["intents"][b["intent"]]["custom_ids"] for b in todo}
-    refresh = 1.0 if sys.stderr.isatty() and "ipykernel" not in sys.modules else 10.0
+    refresh = progress_interval()
+    # --- poll until each batch ends; its results are written by custom_id, never by position ---
     with tqdm(
         total=len(st["in_flight"]),
         desc="collect",
@@ -685,6 +691,7 @@ def collect(
                 break
             bar.set_postfix_str(f"{len(todo)} batch(es) still processing")
             sleep(poll)
+    # --- the dataset: one row per request that has a result ---
     reqs = expand(spec)
     save_requests(job, reqs)
     return write_dataset(job, reqs, spec["system"])
@@ -716,7 +723,7 @@ def summary_line(s: dict) -> str:
         f"cost so far ${s['cost_usd']:.4f}"
     )
 
-
+# %% ../nbs/30_synth.ipynb #5f7b9637
 def batch_lines(client, job: Path, spec: dict, st: dict) -> list[str]:
     "One line per batch: the API's counts while it is not collected, ours (and its cost) once it is."
     live, lines = {b["id"] for b in st["uncollected"]}, []
@@ -739,7 +746,7 @@ def batch_lines(client, job: Path, spec: dict, st: dict) -> list[str]:
 class SetupError(RuntimeError):
     "Something to install or configure before talking to the API (exit 2)."
 
-
+# %% ../nbs/30_synth.ipynb #37fd914d
 def api_key(env_file=".env") -> str | None:
     "ANTHROPIC_API_KEY from the environment, else from a .env file; the caller must never print or store it."
     if os.environ.get("ANTHROPIC_API_KEY"):
@@ -753,7 +760,7 @@ def api_key(env_file=".env") -> str | None:
             return v.strip().strip("'\"") or None
     return None
 
-
+# %% ../nbs/30_synth.ipynb #d508db9c
 def make_client(env_file=".env"):
     "A real anthropic client (the SDK is imported only here); raises SetupError without a key or the SDK."
     key = api_key(env_file)
@@ -768,7 +775,7 @@ def make_client(env_file=".env"):
         raise SetupError("the anthropic package is not installed: pip install -e '.[gen]'") from None
     return anthropic.Anthropic(api_key=key, max_retries=4)
 
-
+# %% ../nbs/30_synth.ipynb #7742cf8a
 @contextmanager
 def job_lock(job: Path):
     "One command at a time per job: an flock that the OS releases even when the process is killed."
@@ -785,7 +792,7 @@ def job_lock(job: Path):
                 raise JobError(f"{job}: another enlace.synth command is working on this job") from None
         yield
 
-
+# %% ../nbs/30_synth.ipynb #e750a217
 def plan_lines(spec: dict, job: Path, spec_path: str) -> list[str]:
     "What `plan` prints: counts, batches and the worst-case cost of what is left to submit (offline)."
     reqs = expand(spec)
@@ -806,7 +813,7 @@ def plan_lines(spec: dict, job: Path, spec_path: str) -> list[str]:
         f"job dir: {job}",
     ]
 
-
+# %% ../nbs/30_synth.ipynb #04052325
 def main(argv: list[str] | None = None) -> int:
     "CLI: plan|submit|status|collect|retry-failed SPEC.yaml."
     ap = argparse.ArgumentParser(

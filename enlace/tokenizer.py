@@ -162,7 +162,7 @@ def new_bpe(pattern: str = PATTERN, split_digits: bool = True) -> tokenizers.Tok
     bpe.decoder = decoders.ByteLevel()
     return bpe
 
-
+# %% ../nbs/04_tokenizer.ipynb #ebc3576c
 def train_tokenizer(
     texts: Iterable[str],
     vocab_size: int = DEFAULT_VOCAB,
@@ -274,7 +274,7 @@ def save_tokenizer(tok: Tokenizer, out_dir: str | Path, corpus_hash: str, settin
     atomic_write_json(out / "manifest.json", manifest, indent=2)
     return out
 
-
+# %% ../nbs/04_tokenizer.ipynb #c6c0d6d7
 def load_tokenizer(tok_dir: str | Path) -> Tokenizer:
     "Load a saved tokenizer after checking `tokenizer.json` against the manifest's sha256, size and specials."
     m = read_manifest(tok_dir)
@@ -350,7 +350,7 @@ def _line(name: str, f: dict) -> str:
         f"\twords={f['words']}\ttokens={f['tokens']}\tbytes={f['bytes']}"
     )
 
-
+# %% ../nbs/04_tokenizer.ipynb #a61db4af
 def main(argv: list[str] | None = None) -> int:
     "CLI: fertility of a saved tokenizer on each FILE (exit 2 with one line on a missing file or bad tokenizer)."
     ap = argparse.ArgumentParser(

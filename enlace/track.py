@@ -25,7 +25,7 @@ def available() -> bool:
     "Is mlflow installed?"
     return importlib.util.find_spec("mlflow") is not None
 
-
+# %% ../nbs/14_track.ipynb #2402f1ac
 def log_run(run_dir, params: dict, figures: dict, artifacts: list, uri: str | None = None) -> str | None:
     "Log one run (params, metrics.jsonl per step, summary figures, artifacts); returns its URI, or None without mlflow."
     if not available():
@@ -63,7 +63,7 @@ def log_run(run_dir, params: dict, figures: dict, artifacts: list, uri: str | No
     (run_dir / "mlflow.json").write_text(json.dumps(info, indent=1))
     return f"{uri} (run {info['run_id']})"
 
-
+# %% ../nbs/14_track.ipynb #95f92c69
 def add_artifacts(run_dir, files: list) -> bool:
     "Attach files to the mlflow run recorded in run_dir/mlflow.json; False when there is none (or no mlflow)."
     info_file = Path(run_dir) / "mlflow.json"

@@ -41,7 +41,7 @@ from .shards import ShardError
 
 # %% auto #0
 __all__ = ['FIXED_ON_RESUME', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'eval_loss',
-           'check_resume', 'open_run', 'train', 'main']
+           'check_resume', 'open_run', 'optimizer_step', 'checkpoint_state', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -136,7 +136,7 @@ def _seed_all(seed: int) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
 
-
+# %% ../nbs/11_trainer.ipynb #56aaa0d8
 def _truncate_metrics(path: Path, step: int) -> None:
     "Keep the metric lines up to `step` (later ones will be produced again); drops a line cut by a kill."
     if not path.exists():
@@ -163,7 +163,7 @@ FIXED_ON_RESUME = (
     "hardware.dtype",
 )
 
-
+# %% ../nbs/11_trainer.ipynb #b1973855
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
     old, new = flatten(saved), flatten(cfg.model_dump(mode="json"))
@@ -222,20 +222,46 @@ def _finite(x):
     "None for a NaN/inf figure (a skipped fp16 step has an inf grad norm): JSON has no inf."
     return x if x is None or math.isfinite(x) else None
 
+# %% ../nbs/11_trainer.ipynb #8be115cf
+def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConfig) -> tuple[dict, float]:
+    "One optimizer step at `lr` over the micro-batches: forward, backward, clip, step; returns (sums, grad norm)."
+    t, opt, scaler = cfg.train, run["opt"], run["scaler"]
+    set_lr(opt, lr, t)
+    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler)
+    scaler.unscale_(opt)  # clip the real gradients, not the fp16-scaled ones
+    clip = t.grad_clip if t.grad_clip > 0 else float("inf")
+    gnorm = torch.nn.utils.clip_grad_norm_(run["params"], clip).item()
+    scaler.step(opt)  # skipped by the scaler when fp16 overflowed: the grad norm is then inf
+    scaler.update()
+    opt.zero_grad(set_to_none=True)
+    if run["device"].type == "cuda":
+        torch.cuda.synchronize()  # so that step_s measures the step, not the queue
+    return s, gnorm
 
+
+def checkpoint_state(run: dict, cfg: RunConfig, step: int, lr: float, total: int, elapsed: float) -> dict:
+    "What a checkpoint holds besides weights, optimizer and RNG: enough to resume bit for bit."
+    return {
+        "tokens": run["tokens"],
+        "loader": run["data"]["train"].state_dict(),
+        "grad_scaler": run["scaler"].state_dict(),
+        "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
+        "config": cfg.model_dump(mode="json"),
+        "config_hash": config_hash(cfg),
+    }
+
+# %% ../nbs/11_trainer.ipynb #7f983101
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
     "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
     hw, t = cfg.hardware, cfg.train
     out_dir = Path(out_dir)
     run = open_run(cfg, out_dir, fresh, log)
-    model, opt, scaler, data, device = run["model"], run["opt"], run["scaler"], run["data"], run["device"]
-    step, tokens, total, elapsed0 = run["step"], run["tokens"], run["total"], run["elapsed"]
+    run["params"] = list(run["model"].parameters())
+    data, device, step, total, elapsed0 = run["data"], run["device"], run["step"], run["total"], run["elapsed"]
     save_config(cfg, out_dir / "config.yaml")
-    cmodel = backends.maybe_compile(model, hw)  # checkpoints save `model`: the compiled one shares its weights
-    fpt = flops_per_token(cfg.model, t.seq_len)
-    peak = backends.peak_flops(hw, run["dev"])
+    cmodel = backends.maybe_compile(run["model"], hw)  # checkpoints save the model: the compiled one shares its weights
+    fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run["dev"])
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]
-    params = list(model.parameters())
     rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
     out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
     bar = tqdm(
@@ -254,19 +280,11 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
                 {k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()} for _ in range(accum)
             ]
             t_data = time.perf_counter() - t0
-            # --- learning rate, forward and backward, optimizer ---
+            # --- step: forward, backward, optimizer ---
             lr = lr_at(step, t, total)
-            set_lr(opt, lr, t)
-            s = accumulate(cmodel, micro, hw, t.z_loss, scaler)
-            scaler.unscale_(opt)  # clip the real gradients, not the fp16-scaled ones
-            gnorm = torch.nn.utils.clip_grad_norm_(params, t.grad_clip if t.grad_clip > 0 else float("inf")).item()
-            scaler.step(opt)
-            scaler.update()
-            opt.zero_grad(set_to_none=True)
-            if device.type == "cuda":
-                torch.cuda.synchronize()  # so that step_s measures the step, not the queue
-            # --- bookkeeping: steps, time, the planned length ---
-            step, tokens, dt = step + 1, tokens + s["n"], time.perf_counter() - t0
+            s, gnorm = optimizer_step(run, cmodel, micro, lr, cfg)
+            # --- bookkeeping: steps, tokens, time, the planned length ---
+            step, run["tokens"], dt = step + 1, run["tokens"] + s["n"], time.perf_counter() - t0
             elapsed = elapsed0 + time.perf_counter() - t_start
             mark = mark or (step, elapsed)  # the pace is measured after this session's first step (compilation)
             if (new := plan_steps(step, elapsed, t, total, mark)) != total:
@@ -280,7 +298,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
                 "z_loss": _finite(s["z"] / s["n"]),
                 "lr": lr,
                 "grad_norm": _finite(gnorm),
-                "tokens": tokens,
+                "tokens": run["tokens"],
                 "tok_s": s["n"] / dt,
                 "mfu": s["n"] * fpt / dt / peak if peak else None,
                 "step_s": dt,
@@ -292,19 +310,12 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
                 rec["val_loss"] = eval_loss(cmodel, data["val"], t.eval_batches, hw, device)
                 rec["val_bpb"] = rec["val_loss"] / math.log(2) / bpt if bpt else None
                 bpb = f", val_bpb {rec['val_bpb']:.4f}" if bpt else ""
-                bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout is the summary
+                bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout: the summary
             mf.write(json.dumps(rec) + "\n")
             mf.flush()
             if step % t.ckpt_every == 0 or last:
-                state = {
-                    "tokens": tokens,
-                    "loader": data["train"].state_dict(),
-                    "grad_scaler": scaler.state_dict(),
-                    "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
-                    "config": cfg.model_dump(mode="json"),
-                    "config_hash": config_hash(cfg),
-                }
-                save_checkpoint(out_dir / "checkpoints", step, model, opt, state, t.keep_last)
+                state = checkpoint_state(run, cfg, step, lr, total, elapsed)
+                save_checkpoint(out_dir / "checkpoints", step, run["model"], run["opt"], state, t.keep_last)
             bar.update(1)
             if step % t.log_every == 0 or last:
                 mfu = f"{rec['mfu']:.0%}" if rec["mfu"] else "-"
@@ -312,7 +323,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     return {
         "out_dir": str(out_dir),
         "step": step,
-        "tokens": tokens,
+        "tokens": run["tokens"],
         "seconds": time.perf_counter() - t_start,
         "elapsed_s": elapsed,
         **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")},

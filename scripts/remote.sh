@@ -354,7 +354,9 @@ main() {
     sync|run|logs|status|fetch) ;;
     *) die "unknown command '$cmd' (commands: sync run logs status fetch help)" ;;
   esac
-  for tool in ssh rsync; do command -v "$tool" >/dev/null || die "$tool is not installed here"; done
+  local tools=(ssh)
+  case "$cmd" in sync|fetch) tools+=(rsync) ;; esac  # run, logs and status only talk over ssh
+  for tool in "${tools[@]}"; do command -v "$tool" >/dev/null || die "$tool is not installed here"; done
   settings
   ERRF="$(mktemp)"
   "cmd_$cmd" "$@"

@@ -50,3 +50,21 @@ def test_every_shipped_run_config_resolves(cli):
     for run in sorted((ROOT / "configs/runs").glob("*.yaml")):
         r = cli("enlace.config", run.relative_to(ROOT))
         assert r.returncode == 0, (run, r.stderr)
+
+
+LOUD = "def main(argv):\n    for i in range(200000):\n        print('line', i)\n    return 0\n"
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback(wrapped):
+    "`python -m enlace.X ... | head -1`: with run_cli (every CLI's __main__) the output is cut and nothing is printed."
+    import subprocess, sys
+    call = "run_cli(main)" if wrapped else "main(None)"
+    code = f"from enlace.common import run_cli\n{LOUD}raise SystemExit({call})"
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()  # what `head -1` does once it has its line
+    err = p.stderr.read().decode()
+    p.wait(timeout=60)
+    assert first == b"line 0\n"
+    assert ("BrokenPipeError" in err) is not wrapped, err

@@ -147,20 +147,30 @@ def test_landing_page_is_the_readme(doms):
     assert first_par in doms["index.html"].text
 
 
-def test_model_page_shows_the_api_docs(doms):
-    dom = doms["model.html"]
-    tree = ast.parse((ROOT / "enlace/model/transformer.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("page, module, names", [
+    ("model.html", "enlace/model.py", ["Transformer", "Attention", "lm_loss", "param_count", "flops_per_token",
+                                       "rope_tables", "apply_rope"]),
+    ("engine.html", "enlace/engine.py", ["Engine", "KVCache", "sample_next_token", "complete"]),
+])
+def test_module_pages_show_the_api_docs(doms, page, module, names):
+    dom = doms[page]
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
     docs = {n.name: ast.get_docstring(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     headings = dict(dom.headings)
-    for name in ["Transformer", "generate", "lm_loss", "param_count", "KVCache", "sample", "flops_per_token"]:
-        assert docs.get(name), f"{name} has no docstring in enlace/model/transformer.py"
+    for name in names:
+        assert docs.get(name), f"{name} has no docstring in {module}"
         slug = name.lower()
-        assert headings.get(slug) == name, f"model.html: no heading {name!r} with id {slug!r}: {sorted(headings)[:40]}"
-        assert plain(docs[name]) in dom.text, f"model.html: the docstring of {name} is not shown"
+        assert headings.get(slug) == name, f"{page}: no heading {name!r} with id {slug!r}: {sorted(headings)[:40]}"
+        assert plain(docs[name]) in dom.text, f"{page}: the docstring of {name} is not shown"
         kw = "class" if name[0].isupper() else "def"
-        assert f"def {name}(" in dom.text or f"{kw} {name}" in dom.text, f"model.html: no signature for {name}"
-    sources = [url for tag, _, url, a in dom.links if tag == "a" and "enlace/model/transformer.py#L" in url]
-    assert len(sources) >= 7, "model.html: the API docs should link to their source lines"
+        assert f"def {name}(" in dom.text or f"{kw} {name}" in dom.text, f"{page}: no signature for {name}"
+    sources = [url for tag, _, url, a in dom.links if tag == "a" and f"{module}#L" in url]
+    assert len(sources) >= len(names), f"{page}: the API docs should link to their source lines"
+
+
+def test_run_notebook_page_keeps_its_usage(doms):
+    "nbdev turns the title cell into front matter and drops it: the papermill usage must live in a cell of its own."
+    assert "papermill nbs/train.ipynb" in doms["train.html"].text and "--log-output" in doms["train.html"].text
 
 
 def test_no_broken_internal_link(site, doms):

@@ -394,7 +394,7 @@ def python(code, cwd, **env_extra):
 def test_plan_works_offline_without_key_or_sdk(tmp_path):
     spec = EXAMPLE or write_spec(tmp_path)
     r = python(BLOCK_SDK + f"sys.argv = ['enlace.synth', 'plan', {str(spec)!r}, '--dir', {str(tmp_path / 'job')!r}]; "
-               "runpy.run_module('enlace.synth', run_name='__main__')", tmp_path, HTTPS_PROXY="http://127.0.0.1:9")
+               "runpy.run_module('enlace.synth', run_name='__main__', alter_sys=True)", tmp_path, HTTPS_PROXY="http://127.0.0.1:9")
     assert r.returncode == 0, r.stderr
     assert "to submit:" in r.stdout and "batch(es)" in r.stdout and "worst-case cost: $" in r.stdout
     n = int(r.stdout.split("to submit: ")[1].split()[0])
@@ -403,15 +403,15 @@ def test_plan_works_offline_without_key_or_sdk(tmp_path):
 
 def test_help_and_import_without_the_sdk(tmp_path):
     r = python(BLOCK_SDK + "import enlace, enlace.synth; sys.argv = ['enlace.synth', '--help']; "
-               "runpy.run_module('enlace.synth', run_name='__main__')", tmp_path)
+               "runpy.run_module('enlace.synth', run_name='__main__', alter_sys=True)", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "plan" in r.stdout and "retry-failed" in r.stdout
-    r = python(BLOCK_SDK + "import enlace, enlace.synth, enlace.synth; assert sys.modules['anthropic'] is None",
+    r = python(BLOCK_SDK + "import enlace, enlace.synth; assert sys.modules['anthropic'] is None",
                tmp_path)
     assert r.returncode == 0, r.stderr
 
 
-def test_python_m_enlace_gen_plan(tmp_path):
+def test_python_m_enlace_synth_plan(tmp_path):
     r = subprocess.run([sys.executable, "-m", "enlace.synth", "plan", str(write_spec(tmp_path))], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"})

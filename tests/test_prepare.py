@@ -86,6 +86,29 @@ def test_resume_redoes_only_missing_shard(prepared, corpus):
     assert json.loads((out / "manifest.json").read_text())["shards"] == m0["shards"]
 
 
+def test_resume_sees_a_relative_and_an_absolute_path_as_one_source(corpus, tmp_path):
+    "The same folder given once relative, once absolute resumes; a real change is refused naming what changed."
+    from enlace.prepare import PrepareError, prepare
+    opts = dict(train_vocab=300, val_per_mille=150, shard_tokens=800, min_chars=20, progress=False, log=lambda *a: None)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("\n\n".join(PARAS[:60]), encoding="utf-8")
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        prepare(["src"], "out", **opts)
+    finally:
+        os.chdir(cwd)
+    m = prepare([src.resolve()], tmp_path / "out", **opts)
+    assert m["tokenized"] == [], "everything should have been reused"
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["tokenizer"] == "tokenizer"  # no cwd path
+    (src / "b.txt").write_text("\n\n".join(PARAS[60:90]), encoding="utf-8")
+    with pytest.raises(PrepareError, match=r"the inputs differ \(no longer: -, new: \[.*b\.txt'\]\)"):
+        prepare([src], tmp_path / "out", **opts)
+    with pytest.raises(PrepareError, match="val_per_mille was 150, now 10"):
+        prepare([src], tmp_path / "out", **{**opts, "val_per_mille": 10})
+
+
 def test_errors(tmp_path, corpus):
     (tmp_path / "x.csv").write_text("a")
     (tmp_path / "empty.txt").write_text("\n\n")

@@ -107,3 +107,12 @@ def test_cli_run_ends_with_the_same_summary_as_the_notebook_run(shards, tmp_path
     same = lambda s: {k: v for k, v in s.items() if k not in ("model_file", "mlflow")}
     assert same(nb) == same(cli)
     assert Path(nb["model_file"]).name == Path(cli["model_file"]).name  # the same weights, bit for bit
+
+
+def test_a_model_vocab_that_is_not_the_tokenizers_is_refused_in_one_line(shards, tmp_path):
+    "The shard folder carries its tokenizer: model.vocab_size must be its size, and the error says which size."
+    over = [f"data.path={shards / 'shards'}", *TINY, "model.vocab_size=400", "train.time_budget_s=null", "train.max_steps=12"]
+    r = subprocess.run([sys.executable, "-m", "enlace.train", "configs/runs/pretrain-cpu.yaml", *over, "--out",
+                        str(tmp_path / "run"), "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "model.vocab_size: 400 differs from the 320 tokens" in r.stderr and "set model.vocab_size=320" in r.stderr

@@ -249,3 +249,22 @@ def test_help_and_bad_settings(tmp_path):
     for args, expect in [(("bogus",), "unknown command"), (("run",), "which config"), (("run", "README.md"), "neither")]:
         r = remote_sh(ROOT, good_env, *args)
         assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and expect in r.stderr, (args, r.stderr)
+
+
+@needs_tools
+def test_status_needs_no_rsync(server, tmp_path):
+    "Only sync and fetch copy files: status, logs and run work from a machine without rsync."
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        for tool in Path(d).glob("*") if Path(d).is_dir() else []:
+            if tool.name != "rsync" and not (bin_dir / tool.name).exists():
+                (bin_dir / tool.name).symlink_to(tool)
+    env = write_env(tmp_path / "x.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=free_port(), KEY=server["key"],
+                    DIR=tmp_path / "r", KNOWN_HOSTS=server["known_hosts"])
+    r = subprocess.run(["bash", str(ROOT / "scripts/remote.sh"), "status"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PATH": str(bin_dir), "ENLACE_ENV_FILE": str(env)})
+    assert "rsync is not installed" not in r.stderr and r.stderr.startswith("remote: ssh to "), r.stderr
+    r = subprocess.run(["bash", str(ROOT / "scripts/remote.sh"), "sync"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, env={**os.environ, "PATH": str(bin_dir), "ENLACE_ENV_FILE": str(env)})
+    assert r.returncode != 0 and "rsync is not installed here" in r.stderr, r.stderr

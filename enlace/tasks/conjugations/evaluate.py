@@ -143,7 +143,7 @@ def evaluate(
         "data_hash": data_hash(rows),
     }
 
-
+# %% ../../../nbs/22_eval_conjugations.ipynb #a4fdcc32
 def main(argv: list[str] | None = None) -> int:
     "CLI: recompute the figures from a model file; JSON on stdout, a short table on stderr."
     ap = argparse.ArgumentParser(prog="python -m enlace.tasks.conjugations.evaluate", description=__doc__)

@@ -67,7 +67,7 @@ def fit(counts: dict, order: int, built: dict | None = None) -> dict:
         "tables": {n: built["raw"][n] if n == order else built["cont"][n] for n in range(1, order + 1)},
     }
 
-
+# %% ../../../nbs/21_ngram.ipynb #73604b4e
 def distribution(model: dict, context) -> np.ndarray:
     "P(next byte | context) over the 256 bytes; `context` is the bytes so far (any length)."
     order = model["order"]
