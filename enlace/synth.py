@@ -33,7 +33,7 @@ from .config import ConfigError, read_yaml, rel_path
 __all__ = ['PRICES', 'BATCH_DISCOUNT', 'CACHE_WRITE_5M', 'CACHE_WRITE_1H', 'CACHE_READ', 'MAX_BATCH_REQUESTS', 'MAX_BATCH_BYTES',
            'TOOL', 'RETRYABLE_ERRORS', 'SKEW_S', 'SPEC_KEYS', 'USAGE_KEYS', 'Prices', 'GenSpec', 'price_key',
            'template_fields', 'load_spec', 'request_params', 'custom_id', 'expand', 'api_request', 'chunk', 'cost',
-           'prices_for', 'worst_case_cost', 'read_jsonl', 'append_jsonl', 'job_state', 'pending', 'JobError',
+           'prices_for', 'worst_case_cost', 'read_records', 'append_jsonl', 'job_state', 'pending', 'JobError',
            'create_batch', 'resolve_intents', 'save_requests', 'submit', 'parse_output', 'outcome', 'collect_batch',
            'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'SetupError', 'api_key', 'make_client',
            'job_lock', 'plan_lines', 'main']
@@ -253,7 +253,7 @@ def worst_case_cost(reqs: list[dict], spec: dict) -> float:
     )
 
 # %% ../nbs/30_synth.ipynb #40fe72b0
-def read_jsonl(path) -> list[dict]:
+def read_records(path) -> list[dict]:
     "Records of a JSONL file; a torn last line (no newline: a crash mid-write) is ignored."
     path = Path(path)
     if not path.exists():
@@ -291,12 +291,12 @@ def _ts(s: str) -> float:
 # %% ../nbs/30_synth.ipynb #59ea0bfc
 def job_state(job: Path) -> dict:
     "What the files of a job say about every custom_id and every batch."
-    recs = read_jsonl(job / "intents.jsonl")
-    batches = read_jsonl(job / "batches.jsonl")
+    recs = read_records(job / "intents.jsonl")
+    batches = read_records(job / "batches.jsonl")
     recorded = {b["intent"] for b in batches}
     dropped = {r["intent"] for r in recs if r.get("abandoned")} - recorded
     intents = {r["intent"]: r for r in recs if "custom_ids" in r and r["intent"] not in dropped}
-    results, errors = read_jsonl(job / "results.jsonl"), read_jsonl(job / "errors.jsonl")
+    results, errors = read_records(job / "results.jsonl"), read_records(job / "errors.jsonl")
     seen = {(o["batch_id"], o["custom_id"]) for o in results + errors}
     uncollected, in_flight = [], set()
     for b in batches:
@@ -574,7 +574,7 @@ def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict |
     mine = set(ids)
     have = {
         o["custom_id"]
-        for o in read_jsonl(job / "results.jsonl") + read_jsonl(job / "errors.jsonl")
+        for o in read_records(job / "results.jsonl") + read_records(job / "errors.jsonl")
         if o["batch_id"] == batch["id"]
     }
     new = 0
@@ -617,7 +617,7 @@ def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict |
 # %% ../nbs/30_synth.ipynb #fc3571d6
 def write_dataset(job: Path, reqs: list[dict], system: str) -> list[Path]:
     "dataset.jsonl (and dataset.parquet when pyarrow is installed): one row per resolved request, in request order."
-    done = {r["custom_id"]: r for r in read_jsonl(job / "results.jsonl")}
+    done = {r["custom_id"]: r for r in read_records(job / "results.jsonl")}
     rows = [
         {
             "custom_id": r["custom_id"],

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import enlace.synth as gen
-from enlace.synth import (JobError, collect, cost, expand, job_state, load_spec, main, read_jsonl, submit)
+from enlace.synth import (JobError, collect, cost, expand, job_state, load_spec, main, read_records, submit)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((p for p in (ROOT / "configs/gen/example.yaml", Path(__file__).parent / "example.yaml") if p.is_file()), None)
@@ -172,13 +172,13 @@ def run(client, spec, job, **kw):
 
 def check_dataset(job, spec):
     "Every planned request has exactly one row, in request order, holding the answer to its own prompt."
-    rows = read_jsonl(job / "dataset.jsonl")
+    rows = read_records(job / "dataset.jsonl")
     assert [r["custom_id"] for r in rows] == [r["custom_id"] for r in expand(spec)]
     for r in rows:
         text = "Respuesta a: " + r["prompt"]
         assert r["output"] == ({"consejo": text} if spec["schema"] else text), r
         assert r["usage"]["input_tokens"] == len(r["prompt"])
-    got = [r["custom_id"] for r in read_jsonl(job / "results.jsonl")]
+    got = [r["custom_id"] for r in read_records(job / "results.jsonl")]
     assert len(got) == len(set(got)), "a result was written twice"
     return rows
 
@@ -246,7 +246,7 @@ def test_killed_at_every_stage_then_resumed(tmp_path, stage, nth):
     assert len(sent) == len(set(sent)) == N, f"duplicate submissions: {Counter(sent).most_common(2)}"
     assert server.creates == 3
     check_dataset(job, spec)
-    adopted = [b for b in read_jsonl(job / "batches.jsonl") if b["adopted"]]
+    adopted = [b for b in read_records(job / "batches.jsonl") if b["adopted"]]
     assert len(adopted) == (stage == "after_create")
 
 
@@ -274,7 +274,7 @@ def test_failures_are_recorded_and_only_retryable_ones_resubmitted(tmp_path):
             ids[4]: ["bad_json"], ids[5]: ["missing"], ids[6]: ["api_error", "api_error"]}
     server = Server(fail=fail)
     run(FakeClient(server), spec, job)
-    errs = {e["custom_id"]: e for e in read_jsonl(job / "errors.jsonl")}
+    errs = {e["custom_id"]: e for e in read_records(job / "errors.jsonl")}
     assert {c: (e["reason"], e.get("error_type"), e["retryable"]) for c, e in errs.items()} == {
         ids[0]: ("errored", "overloaded_error", True), ids[1]: ("errored", "invalid_request_error", False),
         ids[2]: ("expired", None, True), ids[3]: ("canceled", None, True), ids[4]: ("invalid_output", None, True),
@@ -291,7 +291,7 @@ def test_failures_are_recorded_and_only_retryable_ones_resubmitted(tmp_path):
     submit(FakeClient(server), spec, job, retry=True, log=noop)
     collect(FakeClient(server), spec, job, poll=0, sleep=noop, progress=False)
     assert set(job_state(job)["failed"]) == {ids[1]} and Counter(server.sent())[ids[1]] == 1
-    rows = read_jsonl(job / "dataset.jsonl")
+    rows = read_records(job / "dataset.jsonl")
     assert len(rows) == N - 1 and ids[1] not in {r["custom_id"] for r in rows}
 
 
@@ -398,7 +398,7 @@ def test_plan_works_offline_without_key_or_sdk(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "to submit:" in r.stdout and "batch(es)" in r.stdout and "worst-case cost: $" in r.stdout
     n = int(r.stdout.split("to submit: ")[1].split()[0])
-    assert n == len(read_jsonl(tmp_path / "job" / "requests.jsonl")) > 0
+    assert n == len(read_records(tmp_path / "job" / "requests.jsonl")) > 0
 
 
 def test_help_and_import_without_the_sdk(tmp_path):
@@ -498,10 +498,10 @@ def test_through_the_real_sdk(tmp_path):
     assert (p["model"], p["max_tokens"]) == ("claude-haiku-4-5", 300)
     assert p["tool_choice"] == {"type": "tool", "name": p["tools"][0]["name"]} and p["tools"][0]["input_schema"]["required"] == ["consejo"]
     collect(client, spec, job, poll=0, sleep=noop, progress=False)
-    errs = {e["custom_id"]: e for e in read_jsonl(job / "errors.jsonl")}
+    errs = {e["custom_id"]: e for e in read_records(job / "errors.jsonl")}
     assert {(e["reason"], e.get("error_type"), e["retryable"]) for e in errs.values()} == {
         ("errored", "invalid_request_error", False), ("expired", None, True)}
-    rows = read_jsonl(job / "dataset.jsonl")
+    rows = read_records(job / "dataset.jsonl")
     assert len(rows) == len(sent) - 2 and all(r["output"] == {"consejo": "Respuesta a: " + r["prompt"]} for r in rows)
     assert rows[0]["model"] == "claude-haiku-4-5-20251001"
     assert rows[0]["usage"]["cache_creation"]["ephemeral_1h_input_tokens"] == 50

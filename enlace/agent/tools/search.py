@@ -27,7 +27,7 @@ from ...common import run_cli
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TIMEOUT', 'MIN_INTERVAL', 'TTL', 'MAX_RESULTS', 'TITLE_MAX', 'SNIPPET_MAX', 'URL_MAX', 'TOTAL_MAX',
-           'NOTICE', 'INSTALL_HINT', 'WEB_SEARCH_SCHEMA', 'SearchError', 'clean_text', 'clean_url', 'clean_results',
+           'NOTICE', 'INSTALL_HINT', 'WEB_SEARCH_SCHEMA', 'SearchError', 'plain_text', 'clean_url', 'clean_results',
            'wrap', 'cache_dir', 'cache_key', 'cache_get', 'cache_put', 'wait_turn', 'ddgs_reason', 'ddgs_backend',
            'default_backends', 'web_search', 'format_results', 'main']
 
@@ -49,7 +49,7 @@ class SearchError(Exception):
 _TAG = re.compile(r"<!--.*?-->|</?[A-Za-z][^<>]*>", re.S)
 
 
-def clean_text(s, limit: int) -> str:
+def plain_text(s, limit: int) -> str:
     "Plain text of a bit of untrusted HTML: no tags, entities or controls, whitespace collapsed, at most `limit` chars."
     s = _TAG.sub("", html.unescape(_TAG.sub("", str(s or ""))))
     s = "".join(c for c in s if unicodedata.category(c) != "Cf")  # zero-width and soft-hyphen characters
@@ -81,9 +81,9 @@ def clean_results(raw, n: int) -> list[dict]:
         if not url or url in seen:
             continue
         res = {
-            "title": clean_text(r.get("title"), TITLE_MAX),
+            "title": plain_text(r.get("title"), TITLE_MAX),
             "url": url,
-            "snippet": clean_text(r.get("body") or r.get("snippet"), SNIPPET_MAX),
+            "snippet": plain_text(r.get("body") or r.get("snippet"), SNIPPET_MAX),
             "source": "web",
             "untrusted": True,
         }

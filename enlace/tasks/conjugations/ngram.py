@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 # %% auto #0
-__all__ = ['BOS', 'V', 'count_ngrams', 'tables', 'fit', 'distribution', 'score', 'greedy', 'bits_per_byte', 'select_order']
+__all__ = ['BOS', 'V', 'count_ngrams', 'tables', 'fit', 'distribution', 'score', 'greedy', 'pairs_bpb', 'select_order']
 
 # %% ../../../nbs/21_ngram.ipynb #98bd15fb
 BOS = 256  # start-of-line filler in contexts; never predicted
@@ -107,7 +107,7 @@ def greedy(model: dict, prefix: bytes, max_new: int = 64, stop: int = ord("\n"))
     return bytes(out)
 
 # %% ../../../nbs/21_ngram.ipynb #036f8e46
-def bits_per_byte(model: dict, pairs: list[tuple[bytes, bytes]]) -> float:
+def pairs_bpb(model: dict, pairs: list[tuple[bytes, bytes]]) -> float:
     "Bits per target byte over (prefix, target) pairs."
     nats = sum(-score(model, p, t) for p, t in pairs)
     return nats / math.log(2) / sum(len(t) for _, t in pairs)
@@ -117,5 +117,5 @@ def select_order(fit_lines: list[bytes], dev_pairs: list[tuple[bytes, bytes]], o
     "The order with the lowest bits per byte on `dev_pairs` when fit on `fit_lines`, and every order's figure."
     counts = count_ngrams(fit_lines, max(orders))
     built = tables(counts, orders)
-    bpb = {n: bits_per_byte(fit(counts, n, built), dev_pairs) for n in orders}
+    bpb = {n: pairs_bpb(fit(counts, n, built), dev_pairs) for n in orders}
     return min(bpb, key=bpb.get), bpb
