@@ -61,6 +61,7 @@ def bits_per_byte(
             part = [w for w in g if w[1] - w[0] == length]
             inp = torch.stack([x[st:en] for st, en, _ in part]).to(device)
             tgt = torch.stack([x[st + 1 : en + 1] for st, en, _ in part]).to(device)
+            # each window scores only its targets from `score_from` on: every token is scored once, with context
             ce = F.cross_entropy(forward(inp).float().flatten(0, 1), tgt.flatten(), reduction="none").view(
                 len(part), -1
             )

@@ -104,6 +104,7 @@ def save_checkpoint(
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:07d}"
+    # everything goes to a temporary folder first: a kill at any point leaves the last good checkpoint untouched
     tmp = ckpt_dir / f".tmp-{name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -125,13 +126,14 @@ def save_checkpoint(
         "files": files,
     }
     (tmp / "manifest.json").write_text(json.dumps(full, indent=1))
+    # on disk before the rename: after a power cut a renamed folder must hold complete files
     for f in tmp.iterdir():
         _fsync(f)
     _fsync(tmp)
     final = ckpt_dir / name
     if final.exists():
         shutil.rmtree(final)  # a stale copy of this step from a run that was killed later
-    os.rename(tmp, final)
+    os.rename(tmp, final)  # the moment the checkpoint exists: a rename is atomic
     atomic_write(ckpt_dir / "latest", name + "\n")
     _fsync(ckpt_dir)
     for old in step_dirs(ckpt_dir)[:-keep_last]:

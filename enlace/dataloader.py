@@ -61,11 +61,13 @@ class Loader:
         "The item order of one epoch."
         if not self.shuffle:
             return torch.arange(self.n)
+        # a generator of its own, seeded by (seed, epoch): the order never depends on what else drew random numbers,
+        # so a resumed run (which restores only epoch and pos) sees exactly the batches it would have seen
         return torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
 
     def next(self) -> dict:
         "The next batch, moving to the next epoch when this one cannot fill a batch."
-        if self.pos + self.batch > self.n:
+        if self.pos + self.batch > self.n:  # the epoch's tail that cannot fill a batch is skipped, not padded
             self.epoch, self.pos = self.epoch + 1, 0
         if self._order is None or self._order[0] != self.epoch:
             self._order = (self.epoch, self.order(self.epoch))

@@ -100,7 +100,7 @@ class Engine:
         if num_samples > 1:
             cache = cache.expand(num_samples)
             logits = logits.repeat_interleave(num_samples, dim=0)  # (B, V)
-        # --- decode: one token per row and step ---
+        # --- decode: one token per row and step; a stopped row keeps sampling (the batch stays rectangular) ---
         generator = torch.Generator(device).manual_seed(seed)
         stop_ids = torch.tensor(sorted(set(stop)), dtype=torch.long, device=device)
         done = torch.zeros(logits.shape[0], dtype=torch.bool, device=device)

@@ -74,6 +74,7 @@ def read_shard(path, verify: bool = True) -> np.memmap:
         )
     if n == 0:
         return np.zeros(0, dtype=dtype)
+    # memory-mapped: opening a shard of gigabytes reads nothing until its tokens are used
     tokens = np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r", offset=HEADER_BYTES, shape=(n,))
     if verify and _sha256_chunked(tokens) != digest:
         raise ShardError(f"{path}: checksum mismatch: the tokens are corrupted; rebuild this shard")

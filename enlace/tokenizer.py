@@ -92,6 +92,7 @@ class Tokenizer:
         "Token ids of `text`; the specials' literal texts become their ids."
         if self.bpe is None:
             return list(text.encode("utf-8"))
+        # no BOS/EOS added behind the caller's back: documents and chat turns place their specials explicitly
         return self.bpe.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
@@ -106,7 +107,7 @@ class Tokenizer:
         ids = [int(i) for i in ids]
         if self.bpe is None:
             return bytes(ids).decode("utf-8", errors="replace")
-        return self.bpe.decode(ids, skip_special_tokens=False)
+        return self.bpe.decode(ids, skip_special_tokens=False)  # keeping specials is what makes decode exact
 
     @classmethod
     def load(cls, tok_dir: str | Path) -> Tokenizer:
