@@ -115,6 +115,14 @@ class Transformer(nn.Module):
         self.register_buffer("freqs", rope_tables(c.head_dim, c.max_seq_len, c.rope_theta), persistent=False)
         self.reset_parameters()
 
+    def _apply(self, fn, recurse=True):
+        # .to(float64) casts complex buffers too, which would drop the rotations' imaginary part: the RoPE table
+        # stays complex64 whatever dtype the weights move to, and only follows them to their device
+        freqs = self.freqs
+        super()._apply(fn, recurse)
+        self.freqs = freqs.to(self.embed.weight.device)
+        return self
+
     def reset_parameters(self):
         std = self.cfg.init_std
         for name, p in self.named_parameters():
