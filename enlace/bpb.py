@@ -23,7 +23,7 @@ from .corpus import Cleaner
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['windows', 'bits_per_byte', 'text_ids', 'TextFileError', 'read_text', 'cleaned_text', 'score_file', 'main']
+__all__ = ['windows', 'bits_per_byte', 'TextFileError', 'read_text', 'cleaned_text', 'score_file', 'main']
 
 # %% ../nbs/12_bpb.ipynb #5622536a
 def windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]:
@@ -69,12 +69,6 @@ def bits_per_byte(
     bits = nats / math.log(2)
     return {"bits": bits, "bytes": n_bytes, "tokens": len(ids) - 1, "bpb": bits / n_bytes if n_bytes else float("nan")}
 
-# %% ../nbs/12_bpb.ipynb #dc512649
-def text_ids(text: str, tok: Tokenizer) -> list[int]:
-    "The ids a model scores for `text`: its tokens, after an <|eos|> when the tokenizer has one (a document start)."
-    start = [] if tok.eos_id is None else [tok.eos_id]
-    return start + tok.encode(text)
-
 # %% ../nbs/12_bpb.ipynb #63168cd1
 class TextFileError(ValueError):
     "A text file that cannot be scored; one line naming it."
@@ -111,7 +105,7 @@ def score_file(
     "Bits per UTF-8 byte of the text file at `path` (cleaned as in training unless `raw`) under `model`, `man`, `tok`."
     text = read_text(path) if raw else cleaned_text(path)
     window = window or man.get("seq_len") or model.cfg.max_seq_len
-    ids = text_ids(text, tok)
+    ids = tok.document_ids(text)
     n_bytes = len(text.encode("utf-8"))
     if tok.eos_id is None and text:
         n_bytes -= 1  # without an <|eos|> to start from, the first byte has no context and is not scored

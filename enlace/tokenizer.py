@@ -95,6 +95,11 @@ class Tokenizer:
         # no BOS/EOS added behind the caller's back: documents and chat turns place their specials explicitly
         return self.bpe.encode(text, add_special_tokens=False).ids
 
+    def document_ids(self, text: str) -> list[int]:
+        "The ids of `text` as a document starts in the shards: after an <|eos|>, when this tokenizer has one."
+        start = [] if self.eos_id is None else [self.eos_id]
+        return start + self.encode(text)
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         "Token ids of each text, encoded on Rust threads (`encode_batch_fast` skips the offsets we never use)."
         if self.bpe is None:
