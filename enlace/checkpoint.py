@@ -26,7 +26,8 @@ from .tokenizer import Tokenizer, TokenizerError
 # %% auto #0
 __all__ = ['MANIFEST_KEYS', 'optimizer_to_tensors', 'optimizer_from_tensors', 'rng_state', 'set_rng_state', 'step_dirs',
            'save_checkpoint', 'CheckpointError', 'verify_checkpoint', 'find_checkpoint', 'load_checkpoint',
-           'ModelFileError', 'bundle_tokenizer', 'export_model', 'load_model', 'export_run']
+           'ModelFileError', 'bundle_tokenizer', 'export_model', 'model_file', 'model_tokenizer', 'load_model',
+           'export_run']
 
 # %% ../nbs/09_checkpoint.ipynb #5a371e23
 def optimizer_to_tensors(opt: torch.optim.Optimizer, names: dict) -> tuple[dict, list]:
@@ -248,9 +249,9 @@ def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | N
 # %% ../nbs/09_checkpoint.ipynb #fdfe0d58
 def _model_tokenizer(path: Path, man: dict) -> Tokenizer:
     "The tokenizer a model manifest names (bytes, or the verified `tokenizer-<hash>/` beside the model file)."
-    entry = man.get("tokenizer") or {"type": "bytes"}
-    if entry["type"] == "bytes":
-        return Tokenizer.bytes()
+    entry = man.get("tokenizer") or {"type": "bytes", "vocab_size": 256}
+    if entry["type"] == "bytes":  # 256: a byte model from before the chat specials
+        return Tokenizer.bytes(specials=entry.get("vocab_size", 256) > 256)
     tok_dir = path.parent / entry["dir"]
     try:
         tok = Tokenizer.load(tok_dir)
@@ -261,9 +262,35 @@ def _model_tokenizer(path: Path, man: dict) -> Tokenizer:
     return tok
 
 
-def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
-    "The model, tokenizer and manifest of a model file; refuses a corrupted file, tokenizer or a vocab mismatch."
+def model_file(path) -> Path:
+    "A model file, given as itself or as the run folder whose summary.json names it (init_from accepts both)."
     path = Path(path)
+    if not path.is_dir():
+        return path
+    try:
+        name = json.loads((path / "summary.json").read_text())["model_file"]
+    except (OSError, ValueError, KeyError):
+        raise ModelFileError(
+            f"{path}: a run folder without a finished summary.json; finish the run or name its model file"
+        ) from None
+    return path / Path(name).name
+
+
+def model_tokenizer(path) -> Tokenizer:
+    "The verified tokenizer of a model file (or run folder), without loading the weights."
+    path = model_file(path)
+    try:
+        man = json.loads(path.with_suffix(".json").read_text())
+    except (OSError, ValueError) as e:
+        raise ModelFileError(
+            f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})"
+        ) from None
+    return _model_tokenizer(path, man)
+
+
+def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
+    "The model, tokenizer and manifest of a model file (or run folder); refuses corruption or a vocab mismatch."
+    path = model_file(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: model file not found")
     try:

@@ -147,15 +147,18 @@ class TrainConfig(Schema):
 class DataConfig(Schema):
     "Where the tokens come from."
 
-    source: Literal["conjugations", "shards"]  # the embedded corpus (bytes), or a folder of token shards
-    path: str | None = Field(default=None, validate_default=True)  # shard folder, relative to the working directory
+    # an embedded task (conjugations: bytes; assistant: conversations), a folder of token shards, or of conversations
+    source: Literal["conjugations", "shards", "assistant", "conversations"]
+    path: str | None = Field(default=None, validate_default=True)  # that folder, relative to the working directory
     token_dtype: TokenDtype
 
     @field_validator("path")
     @classmethod
     def _shards_need_a_path(cls, v, info):
-        if info.data.get("source") == "shards" and not v:
-            raise ValueError("data.source=shards needs a shard folder here")
+        source = info.data.get("source")
+        if source in ("shards", "conversations") and not v:
+            what = "a shard folder" if source == "shards" else "a folder with train.jsonl and val.jsonl"
+            raise ValueError(f"data.source={source} needs {what} here")
         return v
 
 # %% ../nbs/00_config.ipynb #f4ffa75c
@@ -164,6 +167,7 @@ class RunConfig(Schema):
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     description: str = ""
+    init_from: str | None = None  # a base model file (or a run folder) whose weights start this run, tokenizer included
     hardware: HardwareConfig
     model: ModelConfig
     train: TrainConfig
@@ -379,6 +383,8 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
         out.append(
             ("model.vocab_size", f"{cfg.model.vocab_size} cannot hold the 256 byte values of data.source=conjugations")
         )
+    if cfg.data.source in ("assistant", "conversations") and not cfg.init_from:
+        out.append(("init_from", f"data.source={cfg.data.source} fine-tunes a base model: set init_from: MODEL_FILE"))
     if cfg.train.seq_len > cfg.model.max_seq_len:
         out.append(("train.seq_len", f"{cfg.train.seq_len} exceeds model.max_seq_len={cfg.model.max_seq_len}"))
     if cfg.train.batch_size % micro_batch(cfg):

@@ -25,8 +25,8 @@ __all__ = ['PAD_ID', 'TASKS', 'pad_batch', 'window_batch', 'Loader', 'shard_wind
 PAD_ID = 0
 
 
-def pad_batch(examples: list) -> dict:
-    "Right-pad token sequences into {'input', 'target', 'mask'}; each example predicts its own next tokens."
+def pad_batch(examples: list, masks: list | None = None) -> dict:
+    "Right-pad token sequences into {'input', 'target', 'mask'}; `masks[i][j]`: token j of example i is a target."
     T = max(len(e) for e in examples) - 1
     inp = torch.full((len(examples), T), PAD_ID, dtype=torch.long)
     tgt = torch.full((len(examples), T), PAD_ID, dtype=torch.long)
@@ -34,7 +34,9 @@ def pad_batch(examples: list) -> dict:
     for i, e in enumerate(examples):
         e = torch.as_tensor(np.asarray(e, dtype=np.int64))
         n = len(e) - 1
-        inp[i, :n], tgt[i, :n], mask[i, :n] = e[:-1], e[1:], True
+        inp[i, :n], tgt[i, :n] = e[:-1], e[1:]
+        # every real token is a target, or (fine-tuning) only those its mask marks: what the assistant writes
+        mask[i, :n] = True if masks is None else torch.as_tensor(np.asarray(masks[i][1:], dtype=bool))
     return {"input": inp, "target": tgt, "mask": mask}
 
 
@@ -104,6 +106,16 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
         "make_data": "enlace.tasks.conjugations.corpus:make_data",
         "finish": "enlace.tasks.conjugations.evaluate:finish",
     },
+    "assistant": {
+        "tokenizer": "init_from",
+        "make_data": "enlace.tasks.assistant.evaluate:make_data",
+        "finish": "enlace.tasks.assistant.evaluate:finish",
+    },
+    "conversations": {  # not a wing: conversations JSONL, the chat format's own loader
+        "tokenizer": "init_from",
+        "make_data": "enlace.conversation:make_data",
+        "finish": "enlace.conversation:finish",
+    },
 }
 
 
@@ -115,17 +127,28 @@ def task_hook(source: str, hook: str) -> Callable | None:
     return getattr(importlib.import_module(module), name)
 
 
-def run_tokenizer(cfg) -> Tokenizer:
-    "The tokenizer of a run's data: its task's (bytes), or the verified copy inside its shard folder."
-    if cfg.data.source in TASKS:
+def run_tokenizer(cfg, base: Tokenizer | None = None) -> Tokenizer:
+    "The tokenizer of a run: `base`'s (the init_from model's), its task's (bytes), or the copy in its shard folder."
+    kind = TASKS.get(cfg.data.source, {}).get("tokenizer")
+    if kind == "init_from" or (base is not None and kind is None):
+        if base is None:
+            raise ConfigError(f"data.source={cfg.data.source} takes the tokenizer of init_from: pass its model's")
+        return base
+    if kind == "bytes":
         return Tokenizer.bytes()
     return data_tokenizer(cfg.data.path)
 
 # %% ../nbs/08_dataloader.ipynb #4ec97459
-def make_data(cfg, micro_batch: int) -> dict:
-    "Loaders for a RunConfig: {'train', 'val', 'tokenizer', 'bytes_per_token'}."
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> dict:
+    "Loaders for a RunConfig: {'train', 'val', 'tokenizer', 'bytes_per_token'}; `tokenizer`: init_from's."
     if (task_data := task_hook(cfg.data.source, "make_data")) is not None:
-        return task_data(cfg, micro_batch)
+        data = task_data(cfg, micro_batch, run_tokenizer(cfg, tokenizer))
+        if data["tokenizer"].vocab_size != cfg.model.vocab_size:
+            raise ConfigError(
+                f"model.vocab_size: {cfg.model.vocab_size} differs from the {data['tokenizer'].vocab_size} tokens "
+                f"of data.source={cfg.data.source}'s tokenizer; set model.vocab_size={data['tokenizer'].vocab_size}"
+            )
+        return data
     folder = Path(cfg.data.path)
     man = read_data_manifest(folder)
     tok = data_tokenizer(folder, man)

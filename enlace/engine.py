@@ -7,16 +7,17 @@ Docs: https://enlace-lm.github.io/enlace/engine.html.md"""
 # %% ../nbs/10_engine.ipynb #0a76a710
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
 from .config import ModelConfig
 from .model import Transformer
-from .tokenizer import Tokenizer
+from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END, Tokenizer
 
 # %% auto #0
-__all__ = ['KVCache', 'sample_next_token', 'Engine', 'complete']
+__all__ = ['KVCache', 'sample_next_token', 'Engine', 'ToolCalls', 'complete']
 
 # %% ../nbs/10_engine.ipynb #ce2fd4dd
 class KVCache:
@@ -67,7 +68,7 @@ def sample_next_token(
 
 # %% ../nbs/10_engine.ipynb #f47c9cc9
 class Engine:
-    "Generation on token ids with a KV cache; `tokenizer` is only needed by the text helper `complete`."
+    "Generation on token ids with a KV cache; `tokenizer` is needed by tool calls and the text helper `complete`."
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None):
         self.model, self.tokenizer = model, tokenizer
@@ -83,8 +84,10 @@ class Engine:
         top_p: float | None = None,
         stop: Iterable[int] = (),
         seed: int = 0,
-    ) -> Iterator[tuple[list[int], list[bool]]]:
-        "Yield (the next token of each row, whether each row was still running); rows are prompt-major."
+        tools: Callable[[int, list[int]], list[int]] | None = None,
+        max_tool_calls: int = 4,
+    ) -> Iterator[tuple[list[int], list[bool], list[bool]]]:
+        "Yield (next token of each row, was the row still running, was the token forced); rows are prompt-major."
         rows = [list(prompt)] if prompt and isinstance(prompt[0], int) else [list(p) for p in prompt]
         if not rows or not rows[0] or len({len(r) for r in rows}) != 1:
             raise ValueError("prompts must be non-empty and of one length (group them by length first)")
@@ -104,12 +107,19 @@ class Engine:
         generator = torch.Generator(device).manual_seed(seed)
         stop_ids = torch.tensor(sorted(set(stop)), dtype=torch.long, device=device)
         done = torch.zeros(logits.shape[0], dtype=torch.bool, device=device)
+        calls = ToolCalls(self.tokenizer, tools, logits.shape[0], max_tool_calls) if tools else None
+        forced = [False] * logits.shape[0]
         for step in range(max_len - T):
             if step:  # the logits of the token just sampled (the first step reuses the prefill's)
                 logits = model(nxt[:, None], cache)[:, -1]
+            if calls:
+                calls.limit(logits)
             nxt = sample_next_token(logits, generator, temperature, top_k, top_p)  # (B,)
-            yield nxt.tolist(), (~done).tolist()
-            done |= torch.isin(nxt, stop_ids)
+            if calls:  # a row inside a tool result takes its forced token instead of the sampled one
+                tokens, forced = calls.step(nxt.tolist(), done.tolist())
+                nxt = torch.tensor(tokens, dtype=torch.long, device=device)
+            yield nxt.tolist(), (~done).tolist(), forced
+            done |= torch.isin(nxt, stop_ids) & ~torch.tensor(forced, device=device)  # forced tokens never stop
             if done.all():
                 return
 
@@ -123,13 +133,50 @@ class Engine:
         n = kw.get("num_samples", 1)
         for idxs in groups.values():
             got = [[] for _ in range(len(idxs) * n)]
-            for tokens, alive in self.generate([prompts[i] for i in idxs], stop=stop, **kw):
-                for row, (tok, live) in enumerate(zip(tokens, alive)):
-                    if live and tok not in stop:
+            for tokens, alive, forced in self.generate([prompts[i] for i in idxs], stop=stop, **kw):
+                for row, (tok, live, pushed) in enumerate(zip(tokens, alive, forced)):
+                    if live and (pushed or tok not in stop):
                         got[row].append(tok)
             for j, i in enumerate(idxs):
                 out[i] = got[j * n] if n == 1 else got[j * n : (j + 1) * n]
         return out
+
+# %% ../nbs/10_engine.ipynb #cc49f150
+class ToolCalls:
+    "The per-row tool-call state of one generation: the call being written, the forced tokens still to feed."
+
+    def __init__(self, tok: Tokenizer, run: Callable[[int, list[int]], list[int]], rows: int, max_calls: int):
+        if tok is None or not tok.has_chat:
+            raise ValueError("tool calls need a tokenizer with the chat specials: Engine(model, tokenizer)")
+        self.run, self.max_calls = run, max_calls
+        self.open, self.close = tok.special(TOOL_CALL), tok.special(TOOL_CALL_END)
+        self.result = (tok.special(TOOL_RESULT), tok.special(TOOL_RESULT_END))
+        self.call: list[list[int] | None] = [None] * rows  # ids of the call a row is writing
+        self.forced = [deque() for _ in range(rows)]
+        self.count = [0] * rows
+
+    def limit(self, logits: torch.Tensor) -> None:
+        "Rows that used up their calls cannot open another one."
+        full = [r for r, n in enumerate(self.count) if n >= self.max_calls]
+        if full:
+            logits[full, self.open] = float("-inf")
+
+    def step(self, sampled: list[int], done: list[bool]) -> tuple[list[int], list[bool]]:
+        "This step's token of each row (forced ones replace the sampled), and which were forced."
+        tokens, forced = list(sampled), [False] * len(sampled)
+        for r, t in enumerate(sampled):
+            if done[r]:
+                continue
+            if self.forced[r]:
+                tokens[r], forced[r] = self.forced[r].popleft(), True
+            elif self.call[r] is None:
+                self.call[r] = [] if t == self.open else None
+            elif t != self.close:
+                self.call[r].append(t)
+            else:  # the call is complete: its result is what the row reads next
+                self.forced[r].extend([self.result[0], *self.run(r, self.call[r]), self.result[1]])
+                self.call[r], self.count[r] = None, self.count[r] + 1
+        return tokens, forced
 
 # %% ../nbs/10_engine.ipynb #bd40e913
 def complete(

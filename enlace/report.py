@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import track
 from .bpb import score_file
-from .checkpoint import export_run, load_model
+from .checkpoint import export_run, load_model, model_tokenizer
 from .common import atomic_write_json
 from .config import RunConfig
 from .dataloader import run_tokenizer, task_hook
@@ -57,15 +57,18 @@ def finish_run(
     "Model file, held-out figures, summary.json and tracking of the run in `run_dir`; returns the summary."
     run_dir = Path(run_dir)
     # --- the model file: the latest checkpoint, with the tokenizer of its data ---
-    path = export_run(run_dir, cfg, run_tokenizer(cfg))
+    base = model_tokenizer(cfg.init_from) if cfg.init_from else None  # fine-tuning keeps the base's tokenizer
+    path = export_run(run_dir, cfg, run_tokenizer(cfg, base), {"init_from": cfg.init_from} if cfg.init_from else None)
     summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(run_dir)}
+    if (run_dir / "data.json").is_file():  # what the data left out (conversations longer than the context)
+        summary.update(json.loads((run_dir / "data.json").read_text()))
     if not figures:
         return summary
     # --- held-out figures for the run's kind, measured on the file just written ---
     model, tok, man = load_model(path)
     task_finish = task_hook(cfg.data.source, "finish")
     if task_finish is not None:
-        res = task_finish(run_dir, cfg, model, limit=64 if tiny else None)
+        res = task_finish(run_dir, cfg, model, tok, limit=64 if tiny else None)
     else:
         files = sorted(Path(HELDOUT).glob("*.txt")) if heldout is None else [Path(p) for p in heldout]
         if not files:

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from .common import atomic_write, closest, error_line, progress_interval, run_cli, short_repr
 from .config import ConfigError, read_yaml, rel_path
+from .conversation import ConversationError, check_conversation
 
 # %% auto #0
 __all__ = ['PRICES', 'BATCH_DISCOUNT', 'CACHE_WRITE_5M', 'CACHE_WRITE_1H', 'CACHE_READ', 'MAX_BATCH_REQUESTS', 'MAX_BATCH_BYTES',
@@ -35,8 +36,8 @@ __all__ = ['PRICES', 'BATCH_DISCOUNT', 'CACHE_WRITE_5M', 'CACHE_WRITE_1H', 'CACH
            'template_fields', 'load_spec', 'request_params', 'custom_id', 'expand', 'api_request', 'chunk', 'cost',
            'prices_for', 'worst_case_cost', 'read_records', 'append_jsonl', 'job_state', 'pending', 'JobError',
            'create_batch', 'resolve_intents', 'save_requests', 'submit', 'parse_output', 'outcome', 'collect_batch',
-           'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'SetupError', 'api_key', 'make_client',
-           'job_lock', 'plan_lines', 'main']
+           'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'output_conversation',
+           'dataset_conversations', 'SetupError', 'api_key', 'make_client', 'job_lock', 'plan_lines', 'main']
 
 # %% ../nbs/30_synth.ipynb #e2250e73
 # USD per million tokens at standard (non-batch) list prices. KEEP UP TO DATE with
@@ -742,6 +743,55 @@ def batch_lines(client, job: Path, spec: dict, st: dict) -> list[str]:
             lines.append(f"{b['id']}  collected    {len(ok)} ok  {len(bad)} failed  ${usd:.4f}")
     return lines
 
+# %% ../nbs/30_synth.ipynb #c696d0e9
+def output_conversation(output) -> dict:
+    "A generated output as a conversation: {'messages': [...]} as it is, {'pregunta', 'respuesta'} as one exchange."
+    if isinstance(output, dict) and isinstance(output.get("messages"), list):
+        msgs = []
+        for m in output["messages"]:
+            m = dict(m) if isinstance(m, dict) else m
+            if isinstance(m, dict) and m.get("tool_calls"):
+                m["tool_calls"] = [
+                    {**c, "arguments": json.loads(c["arguments"])} if isinstance(c.get("arguments"), str) else c
+                    for c in m["tool_calls"]
+                ]
+            if isinstance(m, dict) and m.get("role") == "tool" and not isinstance(m.get("content"), str):
+                m["content"] = json.dumps(m.get("content"), ensure_ascii=False, separators=(",", ":"))
+            msgs.append(m)
+        return {"messages": msgs}
+    if isinstance(output, dict) and {"pregunta", "respuesta"} <= set(output):
+        return {
+            "messages": [
+                {"role": "user", "content": output["pregunta"]},
+                {"role": "assistant", "content": output["respuesta"]},
+            ]
+        }
+    raise ConversationError("the output has neither 'messages' nor 'pregunta' and 'respuesta'")
+
+
+def dataset_conversations(job: Path, out_dir: Path | None = None, val_fraction: float = 0.05) -> dict:
+    "Write train.jsonl, val.jsonl and rejected.jsonl from JOB/dataset.jsonl; returns the counts and paths."
+    job = Path(job)
+    out_dir = Path(out_dir or job / "conversations")
+    if not (job / "dataset.jsonl").is_file():
+        raise JobError(f"{job}/dataset.jsonl: not found; collect the job first")
+    split = {"train": [], "val": []}
+    rejected = []
+    for r in read_records(job / "dataset.jsonl"):
+        try:
+            conv = check_conversation(output_conversation(r["output"]), r["custom_id"])
+        except (ConversationError, ValueError, KeyError, TypeError, AttributeError) as e:
+            rejected.append({"custom_id": r.get("custom_id"), "reason": f"{type(e).__name__}: {e}"})
+            continue
+        conv["meta"] = {"source": "synth", "custom_id": r["custom_id"], "model": r.get("model")}
+        h = int(hashlib.sha256(r["custom_id"].encode()).hexdigest()[:8], 16) / 16**8
+        split["val" if h < val_fraction else "train"].append(conv)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, convs in split.items():
+        atomic_write(out_dir / f"{name}.jsonl", "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs))
+    atomic_write(out_dir / "rejected.jsonl", "".join(_dumps(r) + "\n" for r in rejected))
+    return {"train": len(split["train"]), "val": len(split["val"]), "rejected": len(rejected), "dir": str(out_dir)}
+
 # %% ../nbs/30_synth.ipynb #40695a59
 class SetupError(RuntimeError):
     "Something to install or configure before talking to the API (exit 2)."
@@ -815,7 +865,7 @@ def plan_lines(spec: dict, job: Path, spec_path: str) -> list[str]:
 
 # %% ../nbs/30_synth.ipynb #04052325
 def main(argv: list[str] | None = None) -> int:
-    "CLI: plan|submit|status|collect|retry-failed SPEC.yaml."
+    "CLI: plan|submit|status|collect|retry-failed|conversations SPEC.yaml."
     ap = argparse.ArgumentParser(
         prog="python -m enlace.synth",
         description="Synthetic data with the Message Batches API: "
@@ -823,8 +873,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "command",
-        choices=["plan", "submit", "status", "collect", "retry-failed"],
-        help="plan works offline; the others need ANTHROPIC_API_KEY (environment or .env)",
+        choices=["plan", "submit", "status", "collect", "retry-failed", "conversations"],
+        help="plan and conversations work offline; the others need ANTHROPIC_API_KEY (environment or .env)",
     )
     ap.add_argument("spec", help="generation spec, e.g. configs/gen/example.yaml")
     ap.add_argument("--dir", help="job directory (default: next to the spec, named after it)")
@@ -849,12 +899,18 @@ def main(argv: list[str] | None = None) -> int:
         "--env-file", default=".env", help="where to look for ANTHROPIC_API_KEY if the environment lacks it"
     )
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--out", help="conversations: output folder (default JOB/conversations)")
+    ap.add_argument("--val-fraction", type=float, default=0.05, help="conversations: share kept for validation")
     args = ap.parse_args(argv)
     try:
         spec = load_spec(args.spec)
         job = Path(args.dir) if args.dir else Path(args.spec).with_suffix("")
         if args.command == "plan":
             print("\n".join(plan_lines(spec, job, args.spec)))
+            return 0
+        if args.command == "conversations":
+            c = dataset_conversations(job, args.out, args.val_fraction)
+            print(f"wrote {c['dir']}: {c['train']} train, {c['val']} val, {c['rejected']} rejected (rejected.jsonl)")
             return 0
         client = make_client(args.env_file)
         resolve = {"adopt": dict(a.split("=", 1) for a in args.adopt), "abandon": args.abandon, "spec_path": args.spec}

@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/tokenizer.html.md"""
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,8 +22,8 @@ from .common import atomic_write_json, run_cli, sha256_file
 __all__ = ['BOS', 'EOS', 'PAD', 'SYSTEM', 'USER', 'ASSISTANT', 'END', 'TOOL_CALL', 'TOOL_CALL_END', 'TOOL_RESULT',
            'TOOL_RESULT_END', 'SPECIAL_TOKENS', 'MAX_VOCAB', 'MIN_VOCAB', 'DEFAULT_VOCAB', 'FORMAT', 'PATTERN',
            'TokenizerError', 'check_vocab_size', 'Tokenizer', 'pre_tokenizer', 'pieces', 'new_bpe', 'train_tokenizer',
-           'roundtrip', 'random_text', 'corpus_hash', 'read_manifest', 'save_tokenizer', 'load_tokenizer', 'fertility',
-           'iter_files', 'main']
+           'roundtrip', 'random_text', 'StreamDecoder', 'corpus_hash', 'read_manifest', 'save_tokenizer',
+           'load_tokenizer', 'fertility', 'iter_files', 'main']
 
 # %% ../nbs/04_tokenizer.ipynb #89c919c1
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"  # document start, document end (the shard separator), padding
@@ -54,6 +55,9 @@ def check_vocab_size(vocab_size: int) -> int:
     return vocab_size
 
 # %% ../nbs/04_tokenizer.ipynb #07673cc4
+_SPECIAL_TEXT = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL_TOKENS) + ")")
+
+
 class Tokenizer:
     "ENLACE's tokenizer: byte-level BPE (`bpe`, a `tokenizers.Tokenizer`) or, with `bpe=None`, raw UTF-8 bytes."
 
@@ -63,14 +67,19 @@ class Tokenizer:
         path: Path | None = None,
         sha256: str | None = None,
         settings: dict | None = None,
+        byte_specials: bool = True,
     ):
         self.bpe, self.path, self.sha256, self.settings = bpe, path, sha256, settings or {}
-        self.specials = {} if bpe is None else {s: bpe.token_to_id(s) for s in SPECIAL_TOKENS}
+        if bpe is not None:
+            self.specials = {s: bpe.token_to_id(s) for s in SPECIAL_TOKENS}
+        else:  # the specials follow the 256 byte values; byte_specials=False is the 256-symbol alphabet of old files
+            self.specials = {s: 256 + i for i, s in enumerate(SPECIAL_TOKENS)} if byte_specials else {}
+        self.names = {i: s for s, i in self.specials.items()}
 
     @classmethod
-    def bytes(cls) -> Tokenizer:
-        "The 256-symbol byte tokenizer of the conjugation task: id = byte value, no specials."
-        return cls()
+    def bytes(cls, specials: bool = True) -> Tokenizer:
+        "UTF-8 bytes (id = byte value), then the specials at ids 256..266; `specials=False`: the 256 bytes only."
+        return cls(byte_specials=specials)
 
     @property
     def kind(self) -> str:
@@ -78,7 +87,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return 256 if self.bpe is None else self.bpe.get_vocab_size()
+        return 256 + len(self.specials) if self.bpe is None else self.bpe.get_vocab_size()
 
     def special(self, name: str) -> int | None:
         "The id of special token `name` (e.g. EOS), or None when this tokenizer has none."
@@ -88,22 +97,36 @@ class Tokenizer:
     def eos_id(self) -> int | None:
         return self.special(EOS)
 
-    def encode(self, text: str) -> list[int]:
-        "Token ids of `text`; the specials' literal texts become their ids."
+    @property
+    def has_chat(self) -> bool:
+        "True when every chat special (turns, tool calls, tool results) has an id."
+        return all(self.special(s) is not None for s in SPECIAL_TOKENS)
+
+    def encode(self, text: str, specials: bool = True) -> list[int]:
+        "Token ids of `text`; the specials' literal texts become their ids unless `specials=False` (plain text)."
         if self.bpe is None:
-            return list(text.encode("utf-8"))
+            if not (specials and self.specials and "<|" in text):
+                return list(text.encode("utf-8"))
+            parts = _SPECIAL_TEXT.split(text)  # odd items are the specials' literal texts
+            return [i for k, p in enumerate(parts) for i in ([self.specials[p]] if k % 2 else p.encode("utf-8"))]
         # no BOS/EOS added behind the caller's back: documents and chat turns place their specials explicitly
-        return self.bpe.encode(text, add_special_tokens=False).ids
+        if specials:
+            return self.bpe.encode(text, add_special_tokens=False).ids
+        self.bpe.encode_special_tokens = True  # "<|end|>" typed by a user stays text, never ends a turn
+        try:
+            return self.bpe.encode(text, add_special_tokens=False).ids
+        finally:
+            self.bpe.encode_special_tokens = False
 
     def document_ids(self, text: str) -> list[int]:
-        "The ids of `text` as a document starts in the shards: after an <|eos|>, when this tokenizer has one."
-        start = [] if self.eos_id is None else [self.eos_id]
+        "The ids of `text` as a document starts in the shards: after an <|eos|> (BPE shards; byte lines have none)."
+        start = [] if self.bpe is None else [self.eos_id]
         return start + self.encode(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         "Token ids of each text, encoded on Rust threads (`encode_batch_fast` skips the offsets we never use)."
         if self.bpe is None:
-            return [list(s.encode("utf-8")) for s in texts]
+            return [self.encode(s) for s in texts]
         enc = getattr(self.bpe, "encode_batch_fast", self.bpe.encode_batch)
         return [e.ids for e in enc(texts, add_special_tokens=False)]
 
@@ -111,7 +134,8 @@ class Tokenizer:
         "The text of `ids`, specials included (an exact inverse of `encode`); bytes that are no UTF-8 become U+FFFD."
         ids = [int(i) for i in ids]
         if self.bpe is None:
-            return bytes(ids).decode("utf-8", errors="replace")
+            raw = b"".join(self.names[i].encode() if i > 255 else bytes((i,)) for i in ids)
+            return raw.decode("utf-8", errors="replace")
         return self.bpe.decode(ids, skip_special_tokens=False)  # keeping specials is what makes decode exact
 
     @classmethod
@@ -126,7 +150,7 @@ class Tokenizer:
     def entry(self) -> dict:
         "What a manifest records about this tokenizer: its type, vocab size and (for BPE) sha256."
         if self.bpe is None:
-            return {"type": "bytes", "vocab_size": 256}
+            return {"type": "bytes", "vocab_size": self.vocab_size}
         return {"type": "bpe", "vocab_size": self.vocab_size, "sha256": self.sha256}
 
     def __repr__(self) -> str:
@@ -227,6 +251,27 @@ def random_text(rng, n: int = 40) -> str:
             c = rng.randint(0, 0x10FFFF)
             parts.append(chr(c) if not 0xD800 <= c <= 0xDFFF else "x")  # any code point except surrogates
     return "".join(parts)
+
+# %% ../nbs/04_tokenizer.ipynb #f689a2cc
+class StreamDecoder:
+    "Text of ids pushed one by one, never half a character: ids whose text ends in U+FFFD wait for the rest."
+
+    def __init__(self, tok: Tokenizer):
+        self.tok, self.held = tok, []
+
+    def push(self, token: int) -> str:
+        "The text that `token` completes ('' while a character is still incomplete)."
+        self.held.append(int(token))
+        text = self.tok.decode(self.held)
+        if text.endswith("\ufffd") and len(self.held) < 4:  # a UTF-8 character has at most 4 bytes
+            return ""
+        self.held = []
+        return text
+
+    def flush(self) -> str:
+        "Whatever is still held (at the end of a stream)."
+        text, self.held = self.tok.decode(self.held), []
+        return text
 
 # %% ../nbs/04_tokenizer.ipynb #f62d725d
 def corpus_hash(paths: Iterable[str | Path]) -> str:

@@ -21,8 +21,15 @@ import torch
 from tqdm import tqdm
 
 from . import backends
-from .checkpoint import CheckpointError, ModelFileError, find_checkpoint, load_checkpoint, save_checkpoint
-from .common import atomic_write, progress_interval, run_cli
+from enlace.checkpoint import (
+    CheckpointError,
+    ModelFileError,
+    find_checkpoint,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+)
+from .common import atomic_write, atomic_write_json, progress_interval, run_cli
 from enlace.config import (
     ConfigError,
     RunConfig,
@@ -41,7 +48,7 @@ from .shards import ShardError
 
 # %% auto #0
 __all__ = ['FIXED_ON_RESUME', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'eval_loss',
-           'check_resume', 'open_run', 'optimizer_step', 'checkpoint_state', 'train', 'main']
+           'check_base', 'check_resume', 'open_run', 'optimizer_step', 'checkpoint_state', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -154,6 +161,7 @@ def _truncate_metrics(path: Path, step: int) -> None:
 
 # What a resume may not change: they decide the weights' shape, the data and its order, or the numerics.
 FIXED_ON_RESUME = (
+    "init_from",
     "model.",
     "data.",
     "train.seed",
@@ -164,6 +172,17 @@ FIXED_ON_RESUME = (
 )
 
 # %% ../nbs/11_trainer.ipynb #b1973855
+def check_base(man: dict, cfg: RunConfig) -> None:
+    "Refuse an init_from model whose shape differs from `cfg.model` (max_seq_len may grow: RoPE has no table limit)."
+    differ = [k for k, v in man["model"].items() if k != "max_seq_len" and getattr(cfg.model, k, None) != v]
+    if differ:
+        k = differ[0]
+        raise ConfigError(
+            f"init_from: model.{k} is {man['model'][k]} in {man['model_file']}, {getattr(cfg.model, k)} in this run; "
+            "include the base model's layer"
+        )
+
+
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
     old, new = flatten(saved), flatten(cfg.model_dump(mode="json"))
@@ -188,8 +207,12 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         metrics.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     _seed_all(t.seed)  # the order of what follows fixes the random streams: keep it, or resume is no longer exact
-    data = make_data(cfg, micro_batch(cfg))
+    base = load_model(cfg.init_from) if cfg.init_from else None  # fine-tuning: (model, tokenizer, manifest)
+    data = make_data(cfg, micro_batch(cfg), base[1] if base else None)
     model = Transformer(cfg.model).to(device)
+    if base:
+        check_base(base[2], cfg)
+        model.load_state_dict(base[0].state_dict())  # a checkpoint found below replaces these weights
     run = {
         "device": device,
         "dev": dev,
@@ -201,11 +224,16 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         "tokens": 0,
         "total": t.max_steps,
         "elapsed": 0.0,
+        "base_sha256": base[2]["sha256"] if base else None,
     }
     ckpt = find_checkpoint(ckpt_dir, warn=log)
     if ckpt is not None:
         man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"))
         check_resume(man["config"], cfg, ckpt, log)
+        if man.get("base_sha256") != run["base_sha256"]:  # init_from names a file or folder: its content may change
+            raise CheckpointError(
+                f"{ckpt}: init_from {cfg.init_from} is not the model this run started from; pass --fresh"
+            )
         run["step"], run["tokens"] = man["step"], man["tokens"]
         run["elapsed"] = man["scheduler"].get("elapsed_s", 0.0)  # training seconds before this session
         if t.time_budget_s:
@@ -248,6 +276,7 @@ def checkpoint_state(run: dict, cfg: RunConfig, step: int, lr: float, total: int
         "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
         "config": cfg.model_dump(mode="json"),
         "config_hash": config_hash(cfg),
+        "base_sha256": run["base_sha256"],  # the init_from model's weights (None when trained from scratch)
     }
 
 # %% ../nbs/11_trainer.ipynb #7f983101
@@ -259,6 +288,8 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
     run["params"] = list(run["model"].parameters())
     data, device, step, total, elapsed0 = run["data"], run["device"], run["step"], run["total"], run["elapsed"]
     save_config(cfg, out_dir / "config.yaml")
+    if "dropped" in data:  # conversations longer than the context: counted, for the report
+        atomic_write_json(out_dir / "data.json", {"dropped": data["dropped"]})
     cmodel = backends.maybe_compile(run["model"], hw)  # checkpoints save the model: the compiled one shares its weights
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run["dev"])
     accum, bpt = grad_accum(cfg), data["bytes_per_token"]

@@ -530,3 +530,28 @@ def test_a_refused_create_voids_its_intent(tmp_path):
         submit(client, spec, job, log=noop)
     assert len(api.posts) == 1 and job_state(job)["dangling"] == []  # a 4xx created nothing: safe to submit again
     assert len(gen.pending(expand(spec), job_state(job))) == N
+
+
+def test_family_tools_spec_plans_and_its_outputs_become_conversations(tmp_path, capsys):
+    "The second example spec plans offline; an output that fits its schema converts into a valid conversation."
+    import jsonschema
+    from enlace.conversation import read_conversations
+
+    spec_path = ROOT / "configs/gen/family-tools.yaml"
+    assert gen.main(["plan", str(spec_path), "--dir", str(tmp_path / "job")]) == 0
+    assert "48 requests" in capsys.readouterr().out
+    spec = gen.load_spec(spec_path)
+    output = {"messages": [
+        {"role": "user", "content": "apunta leche en la lista de la compra"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "list_add", "arguments": '{"list": "compra", "items": ["leche"]}'}]},
+        {"role": "tool", "content": '{"list":"compra","items":["leche"]}'},
+        {"role": "assistant", "content": "Apuntado."}]}
+    jsonschema.validate(output, spec["schema"])
+    bad = {"messages": [{"role": "user", "content": "hola"}]}  # fits the schema, but has no assistant turn
+    job = tmp_path / "job"
+    gen.append_jsonl(job / "dataset.jsonl", [{"custom_id": "x1", "output": output, "model": "m"},
+                                               {"custom_id": "x2", "output": bad, "model": "m"}])
+    assert gen.main(["conversations", str(spec_path), "--dir", str(job), "--val-fraction", "0"]) == 0
+    assert "1 train, 0 val, 1 rejected" in capsys.readouterr().out
+    conv = read_conversations(job / "conversations/train.jsonl")[0]
+    assert conv["messages"][1]["tool_calls"] == [{"name": "list_add", "arguments": {"list": "compra", "items": ["leche"]}}]

@@ -886,7 +886,7 @@ def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
     return out
 
 
-def make_data(cfg, micro_batch: int) -> dict:
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
     "The task's loaders (see `enlace.dataloader.make_data`): byte lines, padded, the held-out split as val."
     rows = examples()
     train = encode_lines([r["line"] for r in rows if r["split"] == "train"], cfg.train.seq_len)
@@ -895,7 +895,7 @@ def make_data(cfg, micro_batch: int) -> dict:
     return {
         "train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
         "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
-        "tokenizer": Tokenizer.bytes(),
+        "tokenizer": tokenizer,  # Tokenizer.bytes(): TASKS says so
         "bytes_per_token": 1.0,
     }
 

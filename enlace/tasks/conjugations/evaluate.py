@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../../../nbs/22_eval_conjugations.ipynb #a5b55216
-def finish(run_dir, cfg, model: Transformer, limit: int | None = None) -> dict:
+def finish(run_dir, cfg, model: Transformer, tokenizer=None, limit: int | None = None) -> dict:
     "The task's report (see `enlace.report.finish_run`): held-out figures, samples and precision drift."
     run_dir, model = Path(run_dir), model.eval()
     res = evaluate(model, limit=limit)

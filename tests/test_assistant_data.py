@@ -1,0 +1,341 @@
+"""The family-assistant conversation generator (enlace.tasks.assistant.data): templates and their held-out split,
+determinism, arguments copied verbatim from the requests, tool results from the real tools, sizes, shares."""
+import json
+import random
+import re
+from collections import Counter
+
+import pytest
+
+import enlace.tasks.assistant.data as ad
+from enlace.conversation import check_conversation
+from enlace.tools import TOOLS, format_number, result_text
+
+ROLES = {"user", "assistant", "tool"}
+BY_ID = {t.id: t for ts in ad.TEMPLATES.values() for t in ts}
+NUMBER = re.compile(r"\d+(?:,\d+)?")
+
+
+@pytest.fixture(scope="module")
+def train():
+    return ad.conversations(2000, "train")
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return ad.conversations(500, "heldout")
+
+
+def ref_eval(expression: str) -> float:
+    "Evaluate an arithmetic expression independently of the module (comma to dot)."
+    text = expression.replace(",", ".")
+    assert re.fullmatch(r"[\d.+\-*/() ]+", text), expression
+    return eval(text, {"__builtins__": {}})
+
+
+def user_texts(conv: dict) -> list:
+    return [m["content"] for m in conv["messages"] if m["role"] == "user"]
+
+
+def calls(conv: dict):
+    "(call, tool message content) for every tool call of a conversation."
+    msgs = conv["messages"]
+    for i, m in enumerate(msgs):
+        for call in m.get("tool_calls", ()):
+            yield call, msgs[i + 1]["content"]
+
+
+# %% templates
+
+
+def test_intents():
+    assert len(ad.INTENTS) == 12
+    assert ad.INTENTS[-1] == "none"
+    assert set(ad.TEMPLATES) == set(ad.INTENTS)
+
+
+def test_template_counts_ids_and_splits():
+    ids = [t.id for ts in ad.TEMPLATES.values() for t in ts]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 300
+    for intent, ts in ad.TEMPLATES.items():
+        assert len(ts) >= 25, intent
+        for k, t in enumerate(ts):
+            assert t.id == f"{intent}/{k:02d}"
+            assert t.intent == intent
+            assert ad.template_split(t.id) == ("heldout" if k % 5 == 4 else "train")
+        splits = Counter(ad.template_split(t.id) for t in ts)
+        assert splits["train"] > 0 and splits["heldout"] > 0, intent
+        assert any(not t.context for t in ts if t.split == "heldout"), intent
+
+
+def test_template_split_rule():
+    assert ad.template_split("list_add/04") == "heldout"
+    assert ad.template_split("list_add/09") == "heldout"
+    assert ad.template_split("list_add/07") == "train"
+    assert ad.template_split("none/00") == "train"
+
+
+def test_join_es_and_contraction():
+    assert ad.join_es(["a"]) == "a"
+    assert ad.join_es(["a", "b"]) == "a y b"
+    assert ad.join_es(["a", "b", "c"]) == "a, b y c"
+    assert ad.join_es(["paracetamol", "ibuprofeno"]) == "paracetamol e ibuprofeno"
+    rng = random.Random(0)
+    text, _ = ad.render(rng, "olvídate de {query}", {"query": "el médico de Pablo"}, noise_p=0.0)
+    assert text.lower() == "olvídate del médico de pablo"
+    assert "el médico de Pablo" in text
+
+
+def test_noise_touches_only_template_words():
+    rng = random.Random(1)
+    slots = {"items": "judías verdes y melocotones", "list_phrase": "la lista de la compra"}
+    changed = 0
+    for _ in range(300):
+        text, noisy = ad.render(rng, "¿puedes añadir {items} a {list_phrase}?", slots, noise_p=1.0)
+        assert slots["items"] in text and slots["list_phrase"] in text
+        changed += noisy
+    assert changed > 200
+
+
+# %% conversations
+
+
+def test_train_uses_train_templates_only(train):
+    for conv in train:
+        assert conv["meta"]["split"] == "train"
+        assert ad.template_split(conv["meta"]["template"]) == "train"
+    rng = random.Random(5)
+    for _ in range(500):
+        _, used = ad.build(rng, "train")
+        assert all(ad.template_split(i) == "train" for i in used), used
+
+
+def test_heldout_uses_heldout_last_template(heldout):
+    for conv in heldout:
+        assert conv["meta"]["split"] == "heldout"
+        assert ad.template_split(conv["meta"]["template"]) == "heldout"
+    rng = random.Random(6)
+    for _ in range(300):
+        _, used = ad.build(rng, "heldout")
+        assert ad.template_split(used[-1]) == "heldout"
+        assert all(ad.template_split(i) == "train" for i in used[:-1]), used
+
+
+def test_deterministic_and_seeded():
+    a = ad.conversations(200, "train", seed=3)
+    b = ad.conversations(200, "train", seed=3)
+    c = ad.conversations(200, "train", seed=4)
+    assert json.dumps(a, ensure_ascii=False) == json.dumps(b, ensure_ascii=False)
+    assert json.dumps(a, ensure_ascii=False) != json.dumps(c, ensure_ascii=False)
+
+
+def test_meta_shape(train, heldout):
+    for conv in train + heldout:
+        meta = conv["meta"]
+        assert set(meta) == {"task", "split", "template", "intent", "turns", "noise", "expected"}
+        assert meta["task"] == "assistant"
+        assert meta["template"].split("/")[0] == meta["intent"]
+        assert meta["turns"] == len(user_texts(conv))
+        assert meta["turns"] in (1, 2, 3)
+        assert isinstance(meta["noise"], bool)
+        exp = meta["expected"]
+        assert set(exp) == {"tool", "arguments", "answer"}
+        if meta["intent"] == "none":
+            assert exp["tool"] is None and exp["arguments"] is None
+        else:
+            assert exp["tool"] == meta["intent"]
+            assert isinstance(exp["arguments"], dict)
+        assert all(isinstance(s, str) and s for s in exp["answer"])
+
+
+def test_intent_balance(train):
+    counts = Counter(conv["meta"]["intent"] for conv in train)
+    assert set(counts) == set(ad.INTENTS)
+    for intent in ad.TOOLS:
+        assert 0.05 < counts[intent] / len(train) < 0.11, (intent, counts[intent])
+    assert 0.09 < counts["none"] / len(train) < 0.16
+
+
+def test_structure(train, heldout):
+    for conv in train + heldout:
+        msgs = conv["messages"]
+        assert msgs[0]["role"] == "user"
+        assert all(m["role"] in ROLES for m in msgs)
+        i = 0
+        while i < len(msgs):
+            assert msgs[i]["role"] == "user" and msgs[i]["content"]
+            i += 1
+            if "tool_calls" in msgs[i]:
+                assert msgs[i]["role"] == "assistant" and msgs[i]["content"] == ""
+                assert len(msgs[i]["tool_calls"]) == 1
+                call = msgs[i]["tool_calls"][0]
+                assert set(call) == {"name", "arguments"} and call["name"] in ad.TOOLS
+                tool = msgs[i + 1]
+                assert tool["role"] == "tool"
+                result = json.loads(tool["content"])
+                assert tool["content"] == result_text(result)
+                i += 2
+            assert msgs[i]["role"] == "assistant" and "tool_calls" not in msgs[i] and msgs[i]["content"]
+            i += 1
+        assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"]
+        check_conversation(conv)  # the chat format's own validation
+        assert ad.size(conv) <= ad.MAX_SIZE
+
+
+def test_last_call_matches_expected(train, heldout):
+    for conv in train + heldout:
+        exp = conv["meta"]["expected"]
+        last_user = max(i for i, m in enumerate(conv["messages"]) if m["role"] == "user")
+        tail = conv["messages"][last_user + 1 :]
+        if exp["tool"] is None:
+            assert len(tail) == 1
+        else:
+            assert tail[0]["tool_calls"][0] == {"name": exp["tool"], "arguments": exp["arguments"]}
+
+
+def test_expected_answer_in_final_message(train, heldout):
+    for conv in train + heldout:
+        final = conv["messages"][-1]["content"].casefold()
+        for s in conv["meta"]["expected"]["answer"]:
+            assert s.casefold() in final, (s, final)
+
+
+def test_answer_strings_come_from_result_or_request(train):
+    for conv in train:
+        exp = conv["meta"]["expected"]
+        if exp["tool"] is None:
+            continue
+        msgs = conv["messages"]
+        source = (msgs[-2]["content"] + " ".join(user_texts(conv))).casefold()
+        empty = {"vacía", "ningún", "cero"}
+        for s in exp["answer"]:
+            assert s.casefold() in source or s in empty, (s, conv)
+
+
+def test_arguments_are_verbatim(train, heldout):
+    for conv in train + heldout:
+        meta = conv["meta"]
+        args = meta["expected"]["arguments"]
+        if meta["intent"] in ("none", "calculator", "datetime_now", "reminder_list"):
+            continue
+        template = BY_ID[meta["template"]]
+        text = " ".join(user_texts(conv)) if template.context else user_texts(conv)[-1]
+        for value in args.values():
+            for v in value if isinstance(value, list) else [value]:
+                assert isinstance(v, str) and v in text, (v, text)
+
+
+def test_datetime_and_reminder_list_have_no_arguments(train):
+    for conv in train:
+        for call, _ in calls(conv):
+            if call["name"] in ("datetime_now", "reminder_list"):
+                assert call["arguments"] == {}
+
+
+def test_calculator_numbers_and_results(train, heldout):
+    seen = errors = 0
+    for conv in train + heldout:
+        for call, content in calls(conv):
+            if call["name"] != "calculator":
+                continue
+            seen += 1
+            expr = call["arguments"]["expression"]
+            result = json.loads(content)
+            try:
+                value = ref_eval(expr)
+            except ZeroDivisionError:
+                errors += 1
+                assert result == {"error": "division by zero"}
+                continue
+            assert result == {"result": format_number(value)}  # the tool agrees with an independent evaluation
+        meta = conv["meta"]
+        if meta["intent"] == "calculator":
+            expr = meta["expected"]["arguments"]["expression"]
+            template = BY_ID[meta["template"]]
+            text = " ".join(user_texts(conv)) if template.context else user_texts(conv)[-1]
+            numbers = NUMBER.findall(re.sub(r"/100\b", "/", expr))  # percentages divide by 100
+            for n in numbers:
+                assert n in text, (n, expr, text)
+    assert seen > 150
+    assert 0.01 < errors / seen < 0.08
+
+
+def test_context_turns(train):
+    context = [c for c in train if BY_ID[c["meta"]["template"]].context]
+    multi = [c for c in train if c["meta"]["turns"] > 1]
+    assert len(context) > 0.15 * len(multi)
+    for conv in context:
+        assert conv["meta"]["turns"] > 1
+    single = [c for c in train if c["meta"]["turns"] == 1]
+    assert not any(BY_ID[c["meta"]["template"]].context for c in single)
+
+
+def test_shares(train):
+    noise = sum(c["meta"]["noise"] for c in train) / len(train)
+    multi = sum(c["meta"]["turns"] > 1 for c in train) / len(train)
+    assert 0.10 <= noise <= 0.30, noise
+    assert 0.15 <= multi <= 0.35, multi
+    assert any(c["meta"]["turns"] == 3 for c in train)
+    forms = Counter(BY_ID[c["meta"]["template"]].form for c in train)
+    assert forms["t"] > 0 and forms["u"] > 0 and forms["v"] > 0
+
+
+def test_usted_answers_follow_form(train):
+    for conv in train:
+        template = BY_ID[conv["meta"]["template"]]
+        final = conv["messages"][-1]["content"]
+        if template.form == "u":
+            assert not re.search(r"\b(te lo|tienes|dijiste|gastaste|pagas)\b", final), final
+        if template.form in ("t", "v"):
+            assert not re.search(r"\b(se lo recordaré|tiene apuntado|me dijo)\b", final), final
+
+
+def test_conjugation_rows_follow_split(train, heldout):
+    rows = {"train": {}, "heldout": {}}
+    for r in ad.examples():
+        rows[r["split"]].setdefault(r["english"], set()).add(r["spanish"])
+    for split, convs in (("train", train), ("heldout", heldout)):
+        conj = [c for c in convs if BY_ID[c["meta"]["template"]].kind == "conj"]
+        assert conj, split
+        for conv in conj:
+            final = conv["messages"][-1]["content"]
+            spanish = re.search(r"«(.+)»", final).group(1)
+            english = [e for e in rows[split] if e in user_texts(conv)[-1]]
+            assert any(spanish in rows[split][e] for e in english), (split, final)
+
+
+def test_list_results_consistent(train):
+    for conv in train:
+        for call, content in calls(conv):
+            result = json.loads(content)
+            name, args = call["name"], call["arguments"]
+            if name == "list_add":
+                assert result["list"] == args["list"]
+                assert result["items"][-len(args["items"]) :] == args["items"]
+            if name == "list_remove":
+                assert result["list"] == args["list"]
+                assert not set(args["items"]) & set(result["items"])
+
+
+def test_size_function():
+    conv = {
+        "messages": [
+            {"role": "user", "content": "hola"},
+            {"role": "assistant", "content": "", "tool_calls": [{"name": "x", "arguments": {}}]},
+            {"role": "tool", "content": "{}"},
+            {"role": "assistant", "content": "ñ"},
+        ]
+    }
+    assert ad.size(conv) == 4 + 0 + len('{"name":"x","arguments":{}}') + 2 + 2 + 4 * 8
+
+
+def test_no_missed_contractions(train, heldout):
+    for conv in train + heldout:
+        for m in conv["messages"]:
+            if m["role"] != "tool":
+                assert not re.search(r"\b(de|a) el\b", m["content"]), m["content"]
+
+
+def test_the_intents_are_the_registry_tools():
+    assert set(ad.TOOLS) == set(TOOLS)
