@@ -150,7 +150,11 @@ class Household:
     def list_add(self, list: str, items: list[str]) -> dict:
         with self.lock, self.db:
             have = {_key(i) for i in self._items(_key(list))}
-            new = [i.strip() for i in items if i.strip() and _key(i) not in have]
+            new = []
+            for item in (i.strip() for i in items):
+                if item and _key(item) not in have:  # no duplicates: neither already there nor twice in one call
+                    have.add(_key(item))
+                    new.append(item)
             self.db.executemany(
                 "INSERT INTO items VALUES (?, ?, ?, julianday('now'))", [(self.person, _key(list), i) for i in new]
             )

@@ -48,13 +48,15 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "runs/bench/engine.json"))
     args = ap.parse_args()
     torch.manual_seed(0)
+    contexts = [int(c) for c in args.contexts.split(",")]
     cfg = load_layer(args.model, "model")
+    cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, max(contexts) + args.new)})  # room to decode
     model = Transformer(cfg).eval()
     engine = Engine(model)
     kv_bytes = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4  # k and v, fp32, per token of context
     rows = []
-    for ctx in (int(c) for c in args.contexts.split(",")):
-        n = min(args.new, cfg.max_seq_len - ctx)
+    for ctx in contexts:
+        n = args.new
         prompt = torch.randint(0, cfg.vocab_size, (ctx,)).tolist()
         cached, recomputed, prefill = [], [], []
         for _ in range(args.repeats):  # interleaved: both see the same machine load

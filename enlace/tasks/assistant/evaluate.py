@@ -29,7 +29,7 @@ __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'TR
            'generate_turns', 'score', 'transcript', 'transcript_markdown', 'finish']
 
 # %% ../../../nbs/24_assistant_eval.ipynb #599d7d17
-TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 400
+TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 300
 
 
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=print) -> dict:
