@@ -107,8 +107,8 @@ def score_file(
     window = window or man.get("seq_len") or model.cfg.max_seq_len
     ids = tok.document_ids(text)
     n_bytes = len(text.encode("utf-8"))
-    if tok.eos_id is None and text:
-        n_bytes -= 1  # without an <|eos|> to start from, the first byte has no context and is not scored
+    if not tok.document_ids("") and text:
+        n_bytes -= 1  # without an <|eos|> to start from (byte lines), the first byte has no context and is not scored
     r = bits_per_byte(model, ids, n_bytes, window, stride, progress=progress)
     return {"file": str(path), **r, "window": window, "bytes_per_token": r["bytes"] / max(1, r["tokens"]), "raw": raw}
 

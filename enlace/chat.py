@@ -149,6 +149,9 @@ def repl(chat: Chat, read=input, write=print) -> None:
             write("enlace> ", end="", flush=True)
             out = chat.reply(line, on_text=lambda s: write(s, end="", flush=True))
             write(" [interrumpido]" if out["interrupted"] else "")
+            for call in out["tool_calls"]:  # what the assistant did, after what it said
+                args, result = (json.dumps(call[k], ensure_ascii=False) for k in ("arguments", "result"))
+                write(f"  · {call['name']}({args}) → {result}")
 
 # %% ../nbs/18_chat.ipynb #031bde8f
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from .tokenizer import Tokenizer
 # %% auto #0
 __all__ = ['ROLES', 'KEYS', 'CHAT_TEMPLATE', 'ConversationError', 'check_conversation', 'read_conversations',
            'write_conversations', 'call_json', 'check_chat_tokenizer', 'render', 'render_prompt', 'parse',
-           'random_conversation', 'length_groups', 'conversation_loaders', 'make_data', 'finish']
+           'random_conversation', 'length_groups', 'require_chat', 'conversation_loaders', 'make_data', 'finish']
 
 # %% ../nbs/16_conversation.ipynb #7d29db47
 ROLES = ("system", "user", "assistant", "tool")
@@ -274,12 +275,18 @@ def length_groups(lengths: list[int], size: int, capacity: int) -> tuple[list[li
     return groups, len(lengths) - len(keep)
 
 # %% ../nbs/16_conversation.ipynb #9fc5ad07
-def conversation_loaders(train: list[dict], val: list[dict], cfg, micro_batch: int, tok: Tokenizer, log=print) -> dict:
-    "Loaders of masked conversation rows for a RunConfig, one micro-batch of similar lengths per item."
+def require_chat(tok: Tokenizer, cfg) -> Tokenizer:
+    "`tok` when it has the chat specials; a ConfigError naming init_from otherwise (checked before any data is made)."
     try:
-        check_chat_tokenizer(tok, f"init_from: {cfg.init_from}")
+        return check_chat_tokenizer(tok, f"init_from: {cfg.init_from}")
     except ConversationError as e:
         raise ConfigError(str(e)) from None
+
+
+def conversation_loaders(train: list[dict], val: list[dict], cfg, micro_batch: int, tok: Tokenizer, log=None) -> dict:
+    "Loaders of masked conversation rows for a RunConfig, one micro-batch of similar lengths per item."
+    require_chat(tok, cfg)
+    log = log or (lambda m: print(m, file=sys.stderr))  # stdout is the trainer's JSON summary
     out = {"tokenizer": tok, "bytes_per_token": None, "dropped": {}}
     for split, convs, shuffle in [("train", train, True), ("val", val, False)]:
         examples = [render(c, tok) for c in convs]

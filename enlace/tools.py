@@ -222,31 +222,45 @@ Household.memory_save, Household.memory_search, Household.memory_forget = _memor
 
 # %% ../nbs/17_tools.ipynb #0180043c
 class Args(BaseModel):
+    "Arguments of a tool: unknown keys are refused."
+
     model_config = ConfigDict(extra="forbid")
 
 
 class ExpressionArgs(Args):
+    "calculator's argument."
+
     expression: str = Field(description="arithmetic with + - * / ** and parentheses; decimal comma allowed")
 
 
 class QueryArgs(Args):
+    "A search query (web_search, memory_search, memory_forget)."
+
     query: str = Field(description="what to look for")
 
 
 class ListArgs(Args):
+    "A list's name (list_show)."
+
     list: str = Field(description="the list's name, e.g. 'compra'")
 
 
 class ListItemsArgs(ListArgs):
+    "A list and items (list_add, list_remove)."
+
     items: list[str] = Field(description="the items, one string each")
 
 
 class ReminderArgs(Args):
+    "reminder_add's arguments."
+
     when: str = Field(description="when, as the person said it, e.g. 'mañana a las 9'")
     text: str = Field(description="what to remind")
 
 
 class TextArgs(Args):
+    "memory_save's argument."
+
     text: str = Field(description="the fact to remember, as the person said it")
 
 # %% ../nbs/17_tools.ipynb #c9d96a19
@@ -263,6 +277,7 @@ class Tool:
         "The OpenAI-style declaration: {'type': 'function', 'function': {name, description, parameters}}."
         params = self.args.model_json_schema()
         params.pop("title", None)
+        params.pop("description", None)  # the argument model's docstring: the tool's description says it
         for p in params.get("properties", {}).values():
             p.pop("title", None)
         return {

@@ -208,10 +208,11 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     _seed_all(t.seed)  # the order of what follows fixes the random streams: keep it, or resume is no longer exact
     base = load_model(cfg.init_from) if cfg.init_from else None  # fine-tuning: (model, tokenizer, manifest)
+    if base:
+        check_base(base[2], cfg)  # before the data is made: a wrong base costs nothing
     data = make_data(cfg, micro_batch(cfg), base[1] if base else None)
     model = Transformer(cfg.model).to(device)
     if base:
-        check_base(base[2], cfg)
         model.load_state_dict(base[0].state_dict())  # a checkpoint found below replaces these weights
     run = {
         "device": device,

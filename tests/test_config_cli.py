@@ -25,7 +25,7 @@ def test_hash_is_stable_across_processes_and_changes_with_values(cli):
     (["configs/runs/smoke-cpu.yaml", "model.n_head=2"], "command line: model.n_head: unknown key (did you mean 'n_heads'?)"),
     (["configs/runs/smoke-cpu.yaml", "model.d_model=100", "model.n_heads=3"], "model.n_heads: d_model=100 is not divisible by n_heads=3"),
     (["configs/runs/smoke-cpu.yaml", "hardware=turing-2060", "hardware.dtype=bfloat16"], "hardware.dtype: bfloat16 is not allowed by hardware profile 'turing-2060'"),
-    (["configs/runs/smoke-cpu.yaml", "model.vocab_size=300"], "command line: model.vocab_size: 300 does not fit data.token_dtype=uint8"),
+    (["configs/runs/smoke-cpu.yaml", "model.vocab_size=300", "data.token_dtype=uint8"], "command line: model.vocab_size: 300 does not fit data.token_dtype=uint8"),
     (["configs/runs/missing.yaml"], "configs/runs/missing.yaml: run config not found"),
 ])
 def test_bad_config_is_one_line_and_exit_2(cli, args, culprit):

@@ -12,7 +12,7 @@ import torch
 
 from enlace.checkpoint import export_model, load_model
 from enlace.config import load_config, load_layer
-from enlace.conversation import write_conversations
+from enlace.conversation import render, write_conversations
 from enlace.model import Transformer
 from enlace.report import finish_run
 from enlace.tasks.assistant.data import conversations
@@ -86,8 +86,12 @@ def test_conversations_folder_and_its_refusals(tmp_path, base):
     args = ["data.source=conversations", f"data.path={data}", "train.max_steps=5"]
     r = sft(tmp_path / "run", base, *args)
     assert r.returncode == 0, r.stderr
-    assert "train: dropped 1 of 41 conversations longer than train.seq_len=256" in r.stderr
-    assert json.loads((tmp_path / "run" / "data.json").read_text())["dropped"] == {"train": 1, "val": 0}
+    tok = Tokenizer.bytes()
+    too_long = lambda cs: sum(len(render(c, tok)[0]) > 257 for c in cs)  # rows hold seq_len + 1 tokens
+    want = {"train": too_long(convs + [long]), "val": too_long(convs[:8])}
+    assert want["train"] > want["val"] and want["train"] >= 1
+    assert f"train: dropped {want['train']} of 41 conversations longer than train.seq_len=256" in r.stderr
+    assert json.loads((tmp_path / "run" / "data.json").read_text())["dropped"] == want
     (data / "val.jsonl").write_text('{"messages": [{"role": "user", "content": "hola"}]}\n')
     torch.manual_seed(0)
     old_cfg = load_layer(ROOT / "configs/model/smoke.yaml", "model").model_copy(update={"vocab_size": 256})

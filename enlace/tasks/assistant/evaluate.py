@@ -18,7 +18,14 @@ from tqdm import tqdm
 
 from ...chat import Chat
 from ...common import atomic_write, atomic_write_json, progress_interval
-from ...conversation import CHAT_TEMPLATE, check_chat_tokenizer, conversation_loaders, parse, render_prompt
+from enlace.conversation import (
+    CHAT_TEMPLATE,
+    check_chat_tokenizer,
+    conversation_loaders,
+    parse,
+    render_prompt,
+    require_chat,
+)
 from ...engine import Engine
 from .data import INTENTS, conversations
 from ...tokenizer import END, Tokenizer
@@ -32,8 +39,9 @@ __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'TR
 TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 300
 
 
-def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=print) -> dict:
-    "The task's loaders (see `enlace.dataloader.make_data`): packed, masked conversation rows."
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=None) -> dict:
+    "The task's loaders (see `enlace.dataloader.make_data`): masked conversation rows."
+    require_chat(tokenizer, cfg)  # before 20 000 conversations are generated
     train = conversations(TRAIN_CONVERSATIONS, "train", seed=cfg.train.seed)
     val = conversations(VAL_CONVERSATIONS, "heldout", seed=cfg.train.seed + 1)
     return conversation_loaders(train, val, cfg, micro_batch, tokenizer, log)
