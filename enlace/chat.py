@@ -48,7 +48,6 @@ class Chat:
             temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_tool_calls=max_tool_calls
         )
         self.max_tokens, self.system, self.messages = max_tokens, system, []
-        self.hidden = {tok.special(s) for s in (END, TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END)}
 
     def reset(self) -> None:
         self.messages = []

@@ -262,6 +262,16 @@ def _model_tokenizer(path: Path, man: dict) -> Tokenizer:
     return tok
 
 
+def _read_manifest(path: Path) -> dict:
+    "The `.json` manifest beside model file `path`; ModelFileError (one line) when missing or unreadable."
+    try:
+        return json.loads(path.with_suffix(".json").read_text())
+    except (OSError, ValueError) as e:
+        raise ModelFileError(
+            f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})"
+        ) from None
+
+
 def model_file(path) -> Path:
     "A model file, given as itself or as the run folder whose summary.json names it (init_from accepts both)."
     path = Path(path)
@@ -279,13 +289,7 @@ def model_file(path) -> Path:
 def model_tokenizer(path) -> Tokenizer:
     "The verified tokenizer of a model file (or run folder), without loading the weights."
     path = model_file(path)
-    try:
-        man = json.loads(path.with_suffix(".json").read_text())
-    except (OSError, ValueError) as e:
-        raise ModelFileError(
-            f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})"
-        ) from None
-    return _model_tokenizer(path, man)
+    return _model_tokenizer(path, _read_manifest(path))
 
 
 def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
@@ -293,12 +297,7 @@ def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
     path = model_file(path)
     if not path.is_file():
         raise ModelFileError(f"{path}: model file not found")
-    try:
-        man = json.loads(path.with_suffix(".json").read_text())
-    except (OSError, ValueError) as e:
-        raise ModelFileError(
-            f"{path.with_suffix('.json')}: manifest missing or unreadable ({type(e).__name__})"
-        ) from None
+    man = _read_manifest(path)
     digest = sha256_file(path)
     if digest != man.get("sha256") or not path.stem.endswith(digest[:12]):
         raise ModelFileError(f"{path}: content does not match its sha256 (corrupted or renamed); re-export it")

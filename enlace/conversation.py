@@ -12,8 +12,6 @@ import random
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from .common import atomic_write, closest
 from .config import ConfigError
 from .dataloader import Loader, pad_batch
@@ -155,11 +153,7 @@ def check_chat_tokenizer(tok: Tokenizer, where: str = "tokenizer") -> Tokenizer:
 def render(conv: dict, tok: Tokenizer) -> tuple[list[int], list[bool]]:
     "Token ids of a (validated) conversation and, per token, whether the loss sees it (what the assistant writes)."
     check_chat_tokenizer(tok)
-    ids, mask = [tok.special(BOS)], [False]
-    sp = {
-        s: tok.special(s)
-        for s in (SYSTEM, USER, ASSISTANT, END, TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END)
-    }
+    ids, mask, sp = [tok.special(BOS)], [False], tok.specials
 
     def add(writer_is_assistant: bool, *parts):
         new = _ids(tok, *parts)
@@ -192,8 +186,7 @@ def render_prompt(messages: list[dict], tok: Tokenizer) -> list[int]:
 # %% ../nbs/16_conversation.ipynb #ed9d893d
 def parse(ids: list[int], tok: Tokenizer) -> dict:
     "The conversation that `render` turned into `ids`; a call that is not JSON stays text of its message."
-    names = {tok.special(s): s for s in (SYSTEM, USER, ASSISTANT, END, TOOL_CALL, TOOL_CALL_END, TOOL_RESULT)}
-    names[tok.special(TOOL_RESULT_END)] = TOOL_RESULT_END
+    names = tok.names  # id -> special
     roles = {SYSTEM: "system", USER: "user", ASSISTANT: "assistant"}
     msgs, role, buf, content = [], "assistant", [], ""
 
@@ -221,7 +214,7 @@ def parse(ids: list[int], tok: Tokenizer) -> dict:
             buf.clear()
         elif name == TOOL_RESULT_END:
             msgs.append({"role": "tool", "content": text()})
-        else:  # END
+        elif name == END:
             msgs.append({"role": role, "content": text()})
     if buf:  # cut short: the text written so far (a generation that hit its limit)
         msgs.append({"role": role, "content": text()})

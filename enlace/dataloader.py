@@ -142,13 +142,13 @@ def run_tokenizer(cfg, base: Tokenizer | None = None) -> Tokenizer:
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> dict:
     "Loaders for a RunConfig: {'train', 'val', 'tokenizer', 'bytes_per_token'}; `tokenizer`: init_from's."
     if (task_data := task_hook(cfg.data.source, "make_data")) is not None:
-        data = task_data(cfg, micro_batch, run_tokenizer(cfg, tokenizer))
-        if data["tokenizer"].vocab_size != cfg.model.vocab_size:
+        tok = run_tokenizer(cfg, tokenizer)
+        if tok.vocab_size != cfg.model.vocab_size:  # checked before the task makes its data
             raise ConfigError(
-                f"model.vocab_size: {cfg.model.vocab_size} differs from the {data['tokenizer'].vocab_size} tokens "
-                f"of data.source={cfg.data.source}'s tokenizer; set model.vocab_size={data['tokenizer'].vocab_size}"
+                f"model.vocab_size: {cfg.model.vocab_size} differs from the {tok.vocab_size} tokens "
+                f"of data.source={cfg.data.source}'s tokenizer; set model.vocab_size={tok.vocab_size}"
             )
-        return data
+        return task_data(cfg, micro_batch, tok)
     folder = Path(cfg.data.path)
     man = read_data_manifest(folder)
     tok = data_tokenizer(folder, man)

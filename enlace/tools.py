@@ -25,7 +25,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .conversation import call_json
 from .tokenizer import Tokenizer
 
 # %% auto #0

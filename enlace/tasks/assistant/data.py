@@ -17,7 +17,6 @@ __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'NOISE_P', 'TEM
 import copy
 import datetime as dt
 import functools
-import json
 import random
 import re
 import string

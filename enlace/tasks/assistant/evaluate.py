@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
-import torch
-from tqdm import tqdm
 
 from ...chat import Chat
-from ...common import atomic_write, atomic_write_json, progress_interval
+from ...common import atomic_write
 from enlace.conversation import (
     CHAT_TEMPLATE,
     check_chat_tokenizer,
@@ -27,9 +24,9 @@ from enlace.conversation import (
     require_chat,
 )
 from ...engine import Engine
-from .data import INTENTS, conversations
+from .data import conversations
 from ...tokenizer import END, Tokenizer
-from ...tools import ToolContext, ToolError, calculator, engine_tools, result_text
+from ...tools import ToolContext, ToolError, calculator, result_text
 
 # %% auto #0
 __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'TRANSCRIPT', 'make_data', 'same_arguments',
@@ -83,42 +80,30 @@ def generate_turns(
     model, tok: Tokenizer, convs: list[dict], max_tokens: int = 200, progress: bool = False
 ) -> list[dict]:
     "The greedy last turn of each conversation, fed the reference tool result: [{'calls': [call], 'reply'}]."
-    engine, end = Engine(model, tok), tok.special(END)
-    prompts = [render_prompt(_split(c)[0], tok) for c in convs]
-    groups: dict[int, list[int]] = {}
-    for i, p in enumerate(prompts):
-        groups.setdefault(len(p), []).append(i)
-    out = [None] * len(convs)
-    bar = tqdm(total=len(convs), desc="assistant eval", disable=not progress, mininterval=progress_interval())
-    for length, idxs in groups.items():  # the engine takes prompts of one length at a time
-        calls = [[] for _ in idxs]
+    asked = [_split(c) for c in convs]  # (the messages up to the last request, the reference result)
+    prompts = [render_prompt(msgs, tok) for msgs, _ in asked]
+    calls = [[] for _ in convs]
 
-        def hook(row: int, ids: list[int]) -> list[int]:
-            "Nothing runs: the reference result when the expected tool was asked first, an error otherwise."
-            try:
-                call = json.loads(tok.decode(ids))
-                calls[row].append({"name": call["name"], "arguments": call["arguments"]})
-            except (ValueError, KeyError, TypeError):
-                calls[row].append({"name": None, "arguments": None})
-            conv = convs[idxs[row]]
-            gold = _split(conv)[1]
-            first_and_right = len(calls[row]) == 1 and calls[row][0]["name"] == conv["meta"]["expected"]["tool"]
-            text = gold if first_and_right and gold is not None else result_text({"error": "not available"})
-            return tok.encode(text, specials=False)
+    def hook(i: int, ids: list[int]) -> list[int]:
+        "Nothing runs: the reference result when the expected tool was asked first, an error otherwise."
+        try:
+            call = json.loads(tok.decode(ids))
+            calls[i].append({"name": call["name"], "arguments": call["arguments"]})
+        except (ValueError, KeyError, TypeError):
+            calls[i].append({"name": None, "arguments": None})
+        first_and_right = len(calls[i]) == 1 and calls[i][0]["name"] == convs[i]["meta"]["expected"]["tool"]
+        gold = asked[i][1]
+        return tok.encode(
+            gold if first_and_right and gold is not None else result_text({"error": "not available"}), specials=False
+        )
 
-        new = [[] for _ in idxs]
-        room = min(max_tokens, model.cfg.max_seq_len - length)
-        kw = dict(max_tokens=room, temperature=0, stop=[end], tools=hook)
-        for tokens, alive, _ in engine.generate([prompts[i] for i in idxs], **kw):
-            for r, (t, live) in enumerate(zip(tokens, alive)):
-                if live:
-                    new[r].append(t)
-        for r, i in enumerate(idxs):
-            msgs = parse(prompts[i] + new[r], tok)["messages"][len(_split(convs[i])[0]) :]
-            reply = "".join(m["content"] for m in msgs if m["role"] == "assistant").strip()
-            out[i] = {"calls": calls[r], "reply": reply}
-        bar.update(len(idxs))
-    bar.close()
+    kw = dict(max_tokens=max_tokens, temperature=0, tools=hook, progress=progress)
+    new = Engine(model, tok).generate_batch(prompts, stop=[tok.special(END)], **kw)
+    out = []
+    for i, (msgs, _) in enumerate(asked):
+        added = parse(prompts[i] + new[i], tok)["messages"][len(msgs) :]
+        reply = "".join(m["content"] for m in added if m["role"] == "assistant").strip()
+        out.append({"calls": calls[i], "reply": reply})
     return out
 
 # %% ../../../nbs/24_assistant_eval.ipynb #b77127b6
