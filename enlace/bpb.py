@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
     try:
+        folders = [f for f in a.files if Path(f).is_dir()]
+        if folders:  # before the model is loaded: a typo costs nothing
+            raise ValueError(f"{folders[0]}: is a folder, not a text file; name the files in it")
         model, tok, man = load_model(a.model)
         if a.window is not None and not 0 < a.window <= model.cfg.max_seq_len:
             raise ValueError(f"--window: {a.window} is not in 1..{model.cfg.max_seq_len} (the model's max_seq_len)")

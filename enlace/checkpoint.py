@@ -16,18 +16,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .common import atomic_write, atomic_write_json, sha256_file
+from .common import atomic_write, atomic_write_json, pid_alive, sha256_file, write_problem
 from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
 
 # %% auto #0
-__all__ = ['MANIFEST_KEYS', 'optimizer_to_tensors', 'optimizer_from_tensors', 'rng_state', 'set_rng_state', 'step_dirs',
-           'save_checkpoint', 'CheckpointError', 'verify_checkpoint', 'find_checkpoint', 'load_checkpoint',
-           'ModelFileError', 'bundle_tokenizer', 'export_model', 'model_file', 'model_tokenizer', 'load_model',
-           'export_run']
+__all__ = ['MANIFEST_KEYS', 'COVERED', 'optimizer_to_tensors', 'optimizer_from_tensors', 'rng_state', 'set_rng_state',
+           'WriteError', 'write_error', 'clean_stale', 'step_dirs', 'save_checkpoint', 'CheckpointError',
+           'verify_checkpoint', 'find_checkpoint', 'load_checkpoint', 'ModelFileError', 'bundle_tokenizer', 'covered',
+           'export_model', 'model_file', 'model_tokenizer', 'load_model', 'export_run']
 
 # %% ../nbs/09_checkpoint.ipynb #5a371e23
 def optimizer_to_tensors(opt: torch.optim.Optimizer, names: dict) -> tuple[dict, list]:
@@ -93,11 +94,46 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+class WriteError(OSError):
+    "Writing a checkpoint or model file failed (disk full, quota, permissions); one line naming where."
+
+
+def write_error(where: Path, e: Exception) -> WriteError:
+    "A one-line WriteError for exception `e` raised while writing under `where`."
+    return WriteError(write_problem(e, where, "train into an --out you may write to"))
+
+
+def clean_stale(folder: Path, pattern: str = ".tmp-*") -> None:
+    "Remove temporary folders/files `pattern` (named `...-<pid>`) whose writer is no longer alive."
+    for stale in Path(folder).glob(pattern):
+        pid = stale.name.rsplit("-", 1)[-1].split(".")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or not pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+
+
 def step_dirs(ckpt_dir) -> list[Path]:
     "Finished checkpoint directories, oldest first."
     return sorted(p for p in Path(ckpt_dir).glob("step_*") if p.is_dir())
 
 # %% ../nbs/09_checkpoint.ipynb #71b54c9b
+def _write_checkpoint(tmp: Path, step: int, model, opt_tensors: dict, rng_tensors: dict, manifest: dict, rng_json):
+    "The files of one checkpoint in folder `tmp`, each on disk (fsync) before save_checkpoint renames the folder."
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, tmp / "model.safetensors")
+    if os.environ.get("ENLACE_KILL_IN_CHECKPOINT") == str(step):
+        os.kill(os.getpid(), signal.SIGKILL)
+    save_file(opt_tensors, tmp / "optimizer.safetensors")
+    save_file(rng_tensors, tmp / "rng.safetensors")
+    files = {f: sha256_file(tmp / f) for f in ("model.safetensors", "optimizer.safetensors", "rng.safetensors")}
+    full = {**manifest, "step": step, "rng": rng_json, "torch": torch.__version__, "files": files}
+    (tmp / "manifest.json").write_text(json.dumps(full, indent=1))
+    # on disk before the rename: after a power cut a renamed folder must hold complete files
+    for f in tmp.iterdir():
+        _fsync(f)
+    _fsync(tmp)
+
+
 def save_checkpoint(
     ckpt_dir, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, manifest: dict, keep_last: int
 ) -> Path:
@@ -105,32 +141,21 @@ def save_checkpoint(
     ckpt_dir = Path(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:07d}"
+    clean_stale(ckpt_dir)  # a dead writer's half-written folder: on a full disk it holds the space we need
     # everything goes to a temporary folder first: a kill at any point leaves the last good checkpoint untouched
     tmp = ckpt_dir / f".tmp-{name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     names = {p: n for n, p in model.named_parameters()}
     opt_tensors, groups = optimizer_to_tensors(opt, names)
     rng_tensors, rng_json = rng_state()
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, tmp / "model.safetensors")
-    if os.environ.get("ENLACE_KILL_IN_CHECKPOINT") == str(step):
-        os.kill(os.getpid(), signal.SIGKILL)
-    save_file(opt_tensors, tmp / "optimizer.safetensors")
-    save_file(rng_tensors, tmp / "rng.safetensors")
-    files = {f: sha256_file(tmp / f) for f in ("model.safetensors", "optimizer.safetensors", "rng.safetensors")}
-    full = {
-        **manifest,
-        "step": step,
-        "optimizer_groups": groups,
-        "rng": rng_json,
-        "torch": torch.__version__,
-        "files": files,
-    }
-    (tmp / "manifest.json").write_text(json.dumps(full, indent=1))
-    # on disk before the rename: after a power cut a renamed folder must hold complete files
-    for f in tmp.iterdir():
-        _fsync(f)
-    _fsync(tmp)
+    try:
+        _write_checkpoint(
+            tmp, step, model, opt_tensors, rng_tensors, {**manifest, "optimizer_groups": groups}, rng_json
+        )
+    except BaseException as e:  # disk full, Ctrl-C: nothing half-written stays behind, the last checkpoint is intact
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, (OSError, SafetensorError)):
+            raise write_error(tmp, e) from None
+        raise
     final = ckpt_dir / name
     if final.exists():
         shutil.rmtree(final)  # a stale copy of this step from a run that was killed later
@@ -139,8 +164,6 @@ def save_checkpoint(
     _fsync(ckpt_dir)
     for old in step_dirs(ckpt_dir)[:-keep_last]:
         shutil.rmtree(old)
-    for stale in ckpt_dir.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
     return final
 
 # %% ../nbs/09_checkpoint.ipynb #032f2dc0
@@ -220,6 +243,14 @@ def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
     return {**tok.entry(), "dir": dst.name}
 
 # %% ../nbs/09_checkpoint.ipynb #2f7c5b4f
+COVERED = ("model", "tokenizer", "seq_len")  # the manifest entries the numbers depend on
+
+
+def covered(man: dict) -> dict:
+    "The entries of a model manifest that the file's own sha256 covers (stored in its safetensors header)."
+    return {k: man[k] for k in COVERED if k in man}
+
+
 def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | None = None) -> Path:
     "Write `model-<sha256[:12]>.safetensors`, its `.json` manifest (config, tokenizer, `manifest`) and tokenizer."
     out_dir = Path(out_dir)
@@ -228,21 +259,20 @@ def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | N
         raise ModelFileError(
             f"{out_dir}: tokenizer has {tok.vocab_size} tokens, model.vocab_size is {model.cfg.vocab_size}"
         )
+    man = {"model": model.cfg.model_dump(mode="json"), "tokenizer": bundle_tokenizer(tok, out_dir), **(manifest or {})}
     tmp = out_dir / f".model-{os.getpid()}.safetensors"
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(tensors, tmp, metadata={"format": "enlace"})
+    try:
+        # one key: safetensors writes a header's keys in no fixed order, and the name is the content's hash
+        save_file(tensors, tmp, metadata={"enlace": json.dumps(covered(man), sort_keys=True)})
+    except (OSError, SafetensorError) as e:
+        tmp.unlink(missing_ok=True)
+        raise write_error(tmp, e) from None
     digest = sha256_file(tmp)
     path = out_dir / f"model-{digest[:12]}.safetensors"
     os.chmod(tmp, 0o644)  # a model is meant to be shared (served, copied to the GPU box)
     os.replace(tmp, path)
-    man = {
-        "model_file": path.name,
-        "sha256": digest,
-        "model": model.cfg.model_dump(mode="json"),
-        "torch": torch.__version__,
-        "tokenizer": bundle_tokenizer(tok, out_dir),
-        **(manifest or {}),
-    }
+    man = {"model_file": path.name, "sha256": digest, "torch": torch.__version__, **man}
     atomic_write_json(path.with_suffix(".json"), man)
     return path
 
@@ -301,6 +331,14 @@ def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
     digest = sha256_file(path)
     if digest != man.get("sha256") or not path.stem.endswith(digest[:12]):
         raise ModelFileError(f"{path}: content does not match its sha256 (corrupted or renamed); re-export it")
+    with safe_open(path, "pt") as f:
+        stored = (f.metadata() or {}).get("enlace")  # None in files exported before the manifest was covered
+    if stored is not None and (inside := json.loads(stored)) != covered(man):
+        k = next(k for k in COVERED if inside.get(k) != man.get(k))
+        raise ModelFileError(
+            f"{path.with_suffix('.json')}: its {k!r} entry disagrees with the model file "
+            f"(hand-edited?); restore it: {json.dumps(inside.get(k))}"
+        )
     tok = _model_tokenizer(path, man)
     cfg = ModelConfig(**man["model"])
     if tok.vocab_size != cfg.vocab_size:

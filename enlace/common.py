@@ -1,4 +1,4 @@
-"""Small helpers every stage shares: the sha256 of a file, atomic writes, the pace of progress bars, one-line errors and CLIs that behave in a pipe.
+"""Small helpers every stage shares: the sha256 of a file, atomic writes, one owner per folder, the pace of progress bars, one-line errors and CLIs that behave in a pipe.
 
 Docs: https://enlace-lm.github.io/enlace/common.html.md"""
 
@@ -8,15 +8,23 @@ Docs: https://enlace-lm.github.io/enlace/common.html.md"""
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 # %% auto #0
-__all__ = ['sha256_file', 'atomic_write', 'atomic_write_json', 'progress_interval', 'closest', 'short_repr', 'error_line',
-           'run_cli']
+__all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem', 'FolderBusy',
+           'own_folder', 'pid_alive', 'progress_interval', 'closest', 'short_repr', 'error_line', 'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -46,6 +54,83 @@ def atomic_write(path, data: str | bytes, fsync: bool = False) -> Path:
 def atomic_write_json(path, obj, fsync: bool = False, indent: int | None = 1) -> Path:
     "`obj` as UTF-8 JSON (accents kept), written atomically."
     return atomic_write(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
+
+
+NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})  # a full disk, a quota, a file-size limit
+DENIED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def errno_of(e: Exception) -> int | None:
+    "The errno of an OSError, or the one a library's own error quotes ('... (os error 28)', '[Errno 28] ...')."
+    if isinstance(e, OSError) and e.errno is not None:
+        return e.errno
+    m = re.search(r"\(os error (\d+)\)|\[Errno (\d+)\]", str(e))
+    return int(m.group(1) or m.group(2)) if m else None
+
+
+def write_problem(e: Exception, path, denied_fix: str = "write somewhere you may") -> str:
+    "One line for a failure to write `path`: a full disk, a folder we may not write (then `denied_fix`), or other."
+    code = errno_of(e)
+    reason = os.strerror(code) if code else (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    if code in NO_ROOM:
+        return f"disk full at {path}: {reason}; free some space and run again (it resumes)"
+    if code in DENIED:
+        return f"{path}: cannot write ({reason}); {denied_fix}"
+    return f"{path}: cannot write ({type(e).__name__}: {reason})"
+
+# %% ../nbs/01_common.ipynb #7e767994
+class FolderBusy(RuntimeError):
+    "Another live process owns the folder; one line naming it, its pid and the way out."
+
+
+_OWNED: dict[str, list] = {}  # folders this process owns: resolved path -> [open lock file, depth]
+
+
+@contextmanager
+def own_folder(path, what: str = "run"):
+    "Own folder `path` (created if missing) for the block: an flock on `path/.lock` the OS releases on death."
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    key = str(path.resolve())
+    if key in _OWNED:  # re-entrant: main() holds it, train() asks again
+        _OWNED[key][1] += 1
+        try:
+            yield path
+        finally:
+            _OWNED[key][1] -= 1
+        return
+    f = open(path / ".lock", "a+")
+    if fcntl is not None:  # no flock on Windows: one process at a time there is the user's care
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise FolderBusy(
+                f"{path}: in use by another {what} (pid {holder}); wait for it to finish or use another folder"
+            ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    _OWNED[key] = [f, 1]
+    try:
+        yield path
+    finally:
+        _OWNED.pop(key)
+        f.close()  # closing the file releases the lock
+
+
+def pid_alive(pid: int) -> bool:
+    "Whether process `pid` exists (the owner of a temporary file it left behind, say)."
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, it is someone else's
+    return True
 
 # %% ../nbs/01_common.ipynb #05461884
 def progress_interval() -> float:

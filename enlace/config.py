@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -40,10 +40,23 @@ TokenDtype = Literal["uint8", "uint16", "uint32"]
 TOKEN_DTYPE_MAX = {"uint8": 2**8, "uint16": 2**16, "uint32": 2**32}  # vocab sizes each dtype can hold
 
 
-class Schema(BaseModel):
-    "Base of every config layer: unknown keys are errors and a loaded config is immutable."
+def _admits_bool(annotation) -> bool:
+    "Whether a field's type accepts true/false (bool itself, or a union or tuple that contains it)."
+    return annotation is bool or any(_admits_bool(a) for a in get_args(annotation))
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class Schema(BaseModel):
+    "Base of every config layer: unknown keys are errors, numbers are finite, a loaded config is immutable."
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, v, info):
+        # pydantic's lax mode reads true as 1: `seed: true` would silently train with seed 1
+        if isinstance(v, bool) and not _admits_bool(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got {str(v).lower()}")
+        return v
 
 # %% ../nbs/00_config.ipynb #5dfd1c52
 class HardwareConfig(Schema):
@@ -113,7 +126,7 @@ class ModelConfig(Schema):
 class TrainConfig(Schema):
     "Optimizer, schedule, batch and bookkeeping of one training run."
 
-    seed: int
+    seed: int = Field(ge=0, lt=2**32)  # numpy's seeds are 32-bit
     max_steps: PositiveInt
     seq_len: PositiveInt
     batch_size: PositiveInt  # sequences per optimizer step (all micro-batches together)
@@ -404,6 +417,14 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
                 "train.warmup_steps",
                 f"warmup ({cfg.train.warmup_steps}) plus decay ({cfg.train.decay_frac} x {cfg.train.max_steps}) "
                 "exceeds max_steps",
+            )
+        )
+    if cfg.train.schedule == "cosine" and cfg.train.warmup_steps >= cfg.train.max_steps:
+        out.append(
+            (
+                "train.warmup_steps",
+                f"warmup ({cfg.train.warmup_steps}) is not shorter than max_steps ({cfg.train.max_steps}): "
+                "the cosine would never decay",
             )
         )
     return out

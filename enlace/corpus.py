@@ -118,8 +118,7 @@ class HFInput:
         else:
             rows = self._streamed()
         for t in rows:
-            if t is not None:
-                t = str(t)
+            if isinstance(t, str):
                 self.bytes_read += len(t.encode())
             yield t
 
@@ -196,6 +195,32 @@ def _saved_source(s: str) -> bool:
     return is_saved_dataset(s) or (not Path(s).exists() and "@" in s and is_saved_dataset(s.rpartition("@")[0]))
 
 # %% ../nbs/05_corpus.ipynb #f980ad7b
+def _identity(p: Path) -> tuple[int, int]:
+    "What makes a file or folder one on disk, whatever the path (links followed): (device, inode)."
+    st = p.stat()
+    return st.st_dev, st.st_ino
+
+
+def _folder_files(root: Path) -> list[Path]:
+    "Files of a known extension under `root`, by name; symlinked folders followed, each real folder and file once."
+    seen, found, plain, links = set(), [], [root], []
+    while plain or links:  # folders reached without a link first: they keep their own names
+        d = plain.pop() if plain else links.pop(0)
+        key = _identity(d)
+        if key in seen:  # a link back to an ancestor (a loop), or a second way into a folder already read
+            continue
+        seen.add(key)
+        for e in sorted(d.iterdir()):
+            if e.is_dir():
+                (links if e.is_symlink() else plain).append(e)
+            elif e.is_file() and e.suffix.lower() in EXTENSIONS:  # is_file is False for a broken link
+                found.append(e)
+    first: dict = {}
+    for f in sorted(found, key=lambda f: (f.is_symlink(), f)):  # a file reached twice: by the path without a link
+        first.setdefault(_identity(f), f)
+    return sorted(first.values())
+
+
 def list_files(sources: list) -> dict[str, list]:
     "The inputs of each SOURCE: files (Path) of a file or folder, or HFInput splits of a dataset source."
     out = {}
@@ -217,7 +242,7 @@ def list_files(sources: list) -> dict[str, list]:
                 )
             files = [p]
         else:
-            files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in EXTENSIONS)
+            files = _folder_files(p)
         out[s] = files
     if not any(out.values()):
         raise PrepareError(f"no {'/'.join(EXTENSIONS)} files in {', '.join(map(str, sources))}")
@@ -297,7 +322,7 @@ def read_txt(path: Path, stats, max_line_chars: int = 1 << 22) -> Iterator[str |
 
 # %% ../nbs/05_corpus.ipynb #64f6bbe2
 def read_jsonl(path: Path, stats) -> Iterator[str | None]:
-    "Paragraphs of the `text` field of each JSON line; one record per line."
+    "Paragraphs of the `text` field of each JSON line; one record per line; a `text` that is no string is counted."
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
@@ -306,19 +331,51 @@ def read_jsonl(path: Path, stats) -> Iterator[str | None]:
                 text = json.loads(line)["text"]
             except (json.JSONDecodeError, KeyError, TypeError):
                 raise PrepareError(f"{path}:{i}: not a JSON object with a 'text' field") from None
-            yield from _paragraphs(str(text).replace("\r\n", "\n"))
+            if not isinstance(text, str):  # an object, list, number or null: never its Python repr as text
+                stats("not_text", len(line.encode()))
+                continue
+            yield from _paragraphs(text.replace("\r\n", "\n"))
             yield None
 
 # %% ../nbs/05_corpus.ipynb #c26c0b11
-def read_parquet(path: Path, stats) -> Iterator[str | None]:
-    "Paragraphs of the `text` column of a Parquet file, read one row group at a time."
-    import pyarrow.parquet as pq
+def _first_line(e: Exception) -> str:
+    "The first line of an exception's message, at most 200 characters."
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
 
-    pf = pq.ParquetFile(path)
+
+def read_parquet(path: Path, stats) -> Iterator[str | None]:
+    "Paragraphs of the `text` column (of strings) of a Parquet file, read one row group at a time."
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise PrepareError(f"{path}: reading .parquet files needs the pyarrow package: pip install pyarrow") from None
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, OSError) and e.errno is not None:  # unreadable (permissions...): the caller says so
+            raise
+        raise PrepareError(f"{path}: not a Parquet file ({_first_line(e)})") from None
     if "text" not in pf.schema_arrow.names:
         raise PrepareError(f"{path}: no 'text' column")
+    kind = pf.schema_arrow.field("text").type
+    value = kind.value_type if pa.types.is_dictionary(kind) else kind
+    strings = (
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_null,
+        getattr(pa.types, "is_string_view", None),
+    )
+    if not any(f(value) for f in strings if f):
+        raise PrepareError(f"{path}: the 'text' column holds {kind}, not strings")
     for g in range(pf.num_row_groups):
-        for text in pf.read_row_group(g, columns=["text"]).column("text").to_pylist():
+        try:
+            texts = pf.read_row_group(g, columns=["text"]).column("text").to_pylist()
+        except (pa.ArrowException, OSError) as e:
+            if isinstance(e, OSError) and e.errno is not None:
+                raise
+            raise PrepareError(f"{path}: row group {g} cannot be read ({_first_line(e)})") from None
+        for text in texts:
             if text is None:
                 continue
             yield from _paragraphs(text.replace("\r\n", "\n"))
@@ -329,6 +386,9 @@ def read_dataset(item: HFInput, stats) -> Iterator[str | None]:
     "Paragraphs of the `text` of each row of a dataset split; one record per row, like a JSON line."
     for text in item.texts():
         if text is None:
+            continue
+        if not isinstance(text, str):  # a number, list or dict in the text column: counted, never its repr
+            stats("not_text", 0)
             continue
         yield from _paragraphs(text.replace("\r\n", "\n"))
         yield None

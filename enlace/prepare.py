@@ -15,24 +15,96 @@ import sys
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from .common import atomic_write_json, progress_interval, run_cli
+from enlace.common import (
+    NO_ROOM,
+    FolderBusy,
+    atomic_write_json,
+    errno_of,
+    own_folder,
+    progress_interval,
+    run_cli,
+    write_problem,
+)
 from .corpus import Cleaner, HFInput, PrepareError, doc_split, input_key, input_size, list_files
-from .shards import write_shard
+from .shards import ShardError, check_shard, shard_sha256, write_shard
 from .tokenizer import Tokenizer, TokenizerError, corpus_hash, read_manifest, train_tokenizer
 
 # %% auto #0
-__all__ = ['FORMAT', 'BYTES_PER_TOKEN_GUESS', 'SOURCES_HELP', 'ShardWriter', 'clean_stage', 'tokenize_chunks', 'prepare',
-           'format_report', 'main']
+__all__ = ['FORMAT', 'BYTES_PER_TOKEN_GUESS', 'SOURCES_HELP', 'write_error', 'ShardWriter', 'clean_stage', 'tokenize_chunks',
+           'prepare', 'format_report', 'main']
 
 # %% ../nbs/07_prepare.ipynb #99685f8d
 FORMAT = "enlace-shards/1"
 BYTES_PER_TOKEN_GUESS = 4.0  # used only to cut documents into shard-sized chunks before tokenizing
+
+# %% ../nbs/07_prepare.ipynb #9e0e7ed6
+def write_error(e: Exception, path) -> PrepareError:
+    "A one-line PrepareError for a failure to write `path`: a full disk, a folder we may not write, or other."
+    return PrepareError(write_problem(e, path, "give a --out you may write to"))
+
+
+@contextmanager
+def _writing(path):
+    "Turn an OSError met while writing `path` into `write_error`'s one line, naming `path`."
+    try:
+        yield
+    except OSError as e:
+        raise write_error(e, path) from None
+
+
+def _os_error(e: OSError, out: Path) -> PrepareError:
+    "A one-line PrepareError for an OSError no writer named: a write when its file is in `out`, else a read."
+    where = Path(e.filename) if e.filename else out
+    inside = where.absolute() == out.absolute() or out.absolute() in where.absolute().parents
+    if inside or errno_of(e) in NO_ROOM:
+        return write_error(e, where)
+    return PrepareError(f"{where}: cannot read ({e.strerror or type(e).__name__})")
+
+
+@contextmanager
+def _os_errors(out: Path):
+    "Turn an OSError of the block into `_os_error`'s one line; a closed pipe (`| head`) stays run_cli's to handle."
+    try:
+        yield
+    except ConnectionError:
+        raise
+    except OSError as e:
+        raise _os_error(e, out) from None
+
+
+def _check_out(out: Path) -> None:
+    "A one-line PrepareError when `--out`, or the folder it would be made in, is a file."
+    for p in [out, *out.parents]:
+        if p.exists():
+            if not p.is_dir():
+                what = "a file" if p == out else f"inside {p}, a file"
+                raise PrepareError(f"--out {out}: {what}, not a folder; give a folder (it is created if missing)")
+            return
+
+
+def _sweep(out: Path) -> None:
+    "Remove the `.NAME.PID.tmp` files interrupted atomic writes left in `out` (we own it: they are no one's)."
+    for d in (out, out / "done", out / "clean", out / "tokenizer"):
+        for p in d.glob(".*.tmp"):
+            with suppress(OSError):
+                p.unlink()
+
+
+@contextmanager
+def _own_output(out: Path):
+    "Own `out` for the block (FolderBusy if a live process does), swept of temporary files before and after."
+    with _os_errors(out), own_folder(out, "prepare"):
+        _sweep(out)
+        try:
+            yield out
+        finally:
+            _sweep(out)
 
 # %% ../nbs/07_prepare.ipynb #5d4a6234
 @contextmanager
@@ -106,14 +178,18 @@ class ShardWriter:
             c = self.closed.popleft()
             parts = [a for f in c["futures"] for ids in f.result() for a in (ids, self.eos)]
             tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
-            write_shard(self.out / f"{c['name']}.bin", tokens, "uint16")
+            path, mark = self.out / f"{c['name']}.bin", self.out / "done" / f"{c['name']}.json"
+            with _writing(path):
+                write_shard(path, tokens, "uint16")
             entry = {
                 "tokens": int(len(tokens)),
                 "docs": c["docs"],
                 "bytes": c["bytes"],
+                "sha256": shard_sha256(path),  # what a resumed run checks the shard against before reusing it
                 "tokenizer_sha256": self.tok_sha,
             }
-            atomic_write_json(self.out / "done" / f"{c['name']}.json", entry, indent=2)  # the shard is done
+            with _writing(mark):
+                atomic_write_json(mark, entry, indent=2)  # the shard is done
             self.entries[c["name"]] = entry
             if self.on_shard:
                 self.on_shard(c["name"])
@@ -134,6 +210,13 @@ def _utf8_guard(it, path):
         raise PrepareError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
 
 # %% ../nbs/07_prepare.ipynb #96995033
+def _close_chunk(st: dict) -> None:
+    "Close the open chunk file of a split's state; an error flushing it (a full disk) names its path."
+    f, st["f"] = st["f"], None
+    with _writing(st["path"]):
+        f.close()
+
+
 def clean_stage(
     files: dict,
     out: Path,
@@ -149,7 +232,7 @@ def clean_stage(
         shutil.rmtree(cdir)
     cdir.mkdir(parents=True)
     cleaner, limit = Cleaner(**kw), int(shard_tokens * BYTES_PER_TOKEN_GUESS)
-    state = {s: {"n": 0, "bytes": 0, "f": None, "name": None} for s in ("train", "val")}
+    state = {s: {"n": 0, "bytes": 0, "f": None, "name": None, "path": None} for s in ("train", "val")}
     chunks: dict[str, list[str]] = {"train": [], "val": []}
     sizes = [input_size(f) for fs in files.values() for f in fs]
     bar = tqdm(
@@ -169,30 +252,33 @@ def clean_stage(
                     if st["f"] is None:
                         st["name"] = f"{split}_{st['n']:06d}"
                         chunks[split].append(st["name"])
-                        st["f"], st["bytes"] = open(cdir / f"{st['name']}.jsonl", "w", encoding="utf-8"), 0
-                    st["f"].write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
+                        st["path"], st["bytes"] = cdir / f"{st['name']}.jsonl", 0
+                        with _writing(st["path"]):
+                            st["f"] = open(st["path"], "w", encoding="utf-8")
+                    with _writing(st["path"]):
+                        st["f"].write(json.dumps({"text": doc}, ensure_ascii=False) + "\n")
                     nbytes = len(doc.encode())
                     if writer:
                         writer.add(st["name"], doc, nbytes)
                     st["bytes"] += nbytes
                     if st["bytes"] >= limit:  # the chunk is full: it becomes one shard
-                        st["f"].close()
-                        st["f"], st["n"] = None, st["n"] + 1
+                        _close_chunk(st)
+                        st["n"] += 1
                         if writer:
                             writer.close(st["name"])
                 size = input_size(item)
                 bar.update(size if size is not None else item.bytes_read)
         for st in state.values():
             if st["f"] is not None:
-                st["f"].close()
-                st["f"] = None
+                _close_chunk(st)
                 if writer:
                     writer.close(st["name"])
     finally:
         bar.close()
         for st in state.values():
             if st["f"] is not None:
-                st["f"].close()
+                with suppress(OSError):  # after a failed write: the error on its way out says it
+                    st["f"].close()
     return {"report": cleaner.report, "chunks": chunks}
 
 # %% ../nbs/07_prepare.ipynb #a8dcbe1b
@@ -251,7 +337,11 @@ def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vo
         tok = train_tokenizer(texts(), vocab_size=train_vocab, show_progress=progress)
     except ValueError as e:
         raise PrepareError(f"--train-tokenizer: {e}") from None
-    tok.save(tok_dir, corpus_hash=corpus_hash(paths))
+    digest = corpus_hash(paths)
+    try:
+        tok.save(tok_dir, corpus_hash=digest)
+    except Exception as e:  # an OSError, or the tokenizers library's own error ('... (os error 28)')
+        raise write_error(e, tok_dir) from None
     log(f"tokenizer: trained {tok.vocab_size} tokens into {tok_dir}")
     return Tokenizer.load(tok_dir)
 
@@ -265,7 +355,8 @@ def _copy_tokenizer(src: Path, out: Path) -> Tokenizer:
     dst = out / "tokenizer"
     if dst.resolve() != Path(src).resolve():
         shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(src, dst)
+        with _writing(dst):
+            shutil.copytree(src, dst)
     return Tokenizer.load(dst)
 
 # %% ../nbs/07_prepare.ipynb #70705270
@@ -273,8 +364,8 @@ def _check_args(tokenizer, train_vocab, val_per_mille: int, shard_tokens: int, w
     "One-line PrepareErrors for options that cannot work, before any file is read."
     if (tokenizer is None) == (train_vocab is None):
         raise PrepareError("give exactly one of --tokenizer DIR or --train-tokenizer VOCAB")
-    if not 0 <= val_per_mille <= 1000:
-        raise PrepareError(f"--val-per-mille: {val_per_mille} is not in 0..1000")
+    if not 1 <= val_per_mille <= 1000:
+        raise PrepareError(f"--val-per-mille: {val_per_mille} is not in 1..1000 (training needs a validation split)")
     if shard_tokens < 1:
         raise PrepareError(f"--shard-tokens: {shard_tokens} must be positive")
     if workers < 1:
@@ -306,6 +397,56 @@ def _manifest(tok: Tokenizer, val_per_mille: int, names: list, chunks: dict, ent
         "bytes_per_token": nbytes / tokens if tokens else None,
     }
 
+# %% ../nbs/07_prepare.ipynb #6c8d6b62
+def _check_splits(chunks: dict, report: dict, val_per_mille: int, label: str) -> None:
+    "One-line PrepareErrors for a cleaned corpus training cannot use: no training or no validation document."
+    docs = sum(r["kept_docs"] for r in report.values())
+    if not docs:
+        raise PrepareError(f"empty corpus: no document left after cleaning {label}")
+    if not chunks["train"]:
+        raise PrepareError(
+            f"{label}: all {docs} documents went to validation at --val-per-mille {val_per_mille}; lower it"
+        )
+    if not chunks["val"]:
+        raise PrepareError(
+            f"{label}: {docs} documents after cleaning, none of them for validation at --val-per-mille "
+            f"{val_per_mille} (about {-(-1000 // val_per_mille)} documents give one); give more text or raise "
+            f"--val-per-mille"
+        )
+
+
+def _reusable_shard(out: Path, name: str, tok_sha: str) -> tuple[dict | None, str | None]:
+    "The done mark of shard `name` when the shard can be reused; else None and why not (None: never finished)."
+    mark, path = out / "done" / f"{name}.json", out / f"{name}.bin"
+    if not mark.is_file():
+        return None, None
+    try:
+        entry = json.loads(mark.read_text(encoding="utf-8"))
+        tokens = entry["tokens"]
+    except (ValueError, KeyError, TypeError):
+        return None, f"{mark}: unreadable done mark"
+    if entry.get("tokenizer_sha256") != tok_sha or not path.is_file():
+        return None, None  # made with another tokenizer, or deleted: simply made again
+    try:
+        check_shard(path, tokens, entry.get("sha256"))  # marks from before sha256 was recorded: checksum only
+    except ShardError as e:
+        return None, str(e).removesuffix("; rebuild this shard")
+    return entry, None
+
+
+def _read_done_clean(path: Path, log) -> dict | None:
+    "The record of a finished clean stage, or None when there is none or it is unreadable (then cleaning is redone)."
+    if not path.is_file():
+        return None
+    try:
+        prev = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(prev, dict) and {"fingerprint", "report", "chunks"} <= set(prev):
+            return prev
+    except ValueError:
+        pass
+    log(f"clean: {path} is unreadable; cleaning again")
+    return None
+
 # %% ../nbs/07_prepare.ipynb #59861914
 def prepare(
     sources: list,
@@ -323,72 +464,87 @@ def prepare(
     "Clean, split, (train a tokenizer) and tokenize `sources` into shards in `out`; returns the manifest."
     t0 = time.time()
     _check_args(tokenizer, train_vocab, val_per_mille, shard_tokens, workers)
-    files, out = list_files(sources), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tok_dir = out / "tokenizer"
-    tok = _copy_tokenizer(Path(tokenizer), out) if tokenizer is not None else None
-    # --- stage 1: clean (and tokenize at the same time when the tokenizer is known), or reuse a finished clean ---
-    fp = _fingerprint(files, val_per_mille=val_per_mille, shard_tokens=shard_tokens, **kw)
-    done_clean = out / "clean" / "done.json"
-    streamed: list[str] = []
-    if done_clean.is_file():
-        prev = json.loads(done_clean.read_text(encoding="utf-8"))
-        if prev["fingerprint"] != fp:
-            raise PrepareError(
-                f"{out}: holds a preparation of other sources or settings "
-                f"({_fingerprint_change(prev['fingerprint'], fp)}); use a new --out or delete it"
-            )
-        report, chunks = prev["report"], prev["chunks"]
-        log(f"clean: reusing {done_clean}")
-    else:
-        for old in [*out.glob("train_*.bin"), *out.glob("val_*.bin"), *(out / "done").glob("*.json")]:
-            old.unlink()
+    out = Path(out)
+    _check_out(out)
+    with _os_errors(out):
+        files = list_files(sources)
+    with _own_output(out):  # FolderBusy when another live process writes into `out`
+        tok_dir = out / "tokenizer"
+        label = ", ".join(files)
+        tok = _copy_tokenizer(Path(tokenizer), out) if tokenizer is not None else None
+        # --- stage 1: clean (tokenizing at the same time when the tokenizer is known), or reuse a finished clean ---
+        fp = _fingerprint(files, val_per_mille=val_per_mille, shard_tokens=shard_tokens, **kw)
+        done_clean = out / "clean" / "done.json"
+        streamed: dict = {}  # shards written while cleaning: {name: done entry}
+        prev = _read_done_clean(done_clean, log)
+        if prev is not None:
+            if prev["fingerprint"] != fp:
+                raise PrepareError(
+                    f"{out}: holds a preparation of other sources or settings "
+                    f"({_fingerprint_change(prev['fingerprint'], fp)}); use a new --out or delete it"
+                )
+            report, chunks = prev["report"], prev["chunks"]
+            log(f"clean: reusing {done_clean}")
+            log(format_report(report))
+            _check_splits(chunks, report, val_per_mille, label)
+        else:
+            for old in [
+                out / "manifest.json",
+                *out.glob("train_*.bin"),
+                *out.glob("val_*.bin"),
+                *(out / "done").glob("*.json"),
+            ]:
+                old.unlink(missing_ok=True)
+            tok = tok or _reusable_tokenizer(tok_dir, train_vocab, log)
+            if tok is not None:
+                with ShardWriter(tok, out, workers, batch) as w:
+                    res = clean_stage(files, out, val_per_mille, shard_tokens, progress, writer=w, **kw)
+                    streamed = w.finish()
+            else:
+                res = clean_stage(files, out, val_per_mille, shard_tokens, progress, **kw)
+            report, chunks = res["report"], res["chunks"]
+            log(format_report(report))
+            _check_splits(chunks, report, val_per_mille, label)  # before done.json: other settings may then be tried
+            with _writing(out / "report.json"):
+                atomic_write_json(out / "report.json", report, indent=2)
+            with _writing(done_clean):
+                atomic_write_json(done_clean, {"fingerprint": fp, "report": report, "chunks": chunks}, indent=2)
+        # --- stage 2: the tokenizer (trained on the cleaned training documents unless one was given or reusable) ---
         tok = tok or _reusable_tokenizer(tok_dir, train_vocab, log)
-        if tok is not None:
-            with ShardWriter(tok, out, workers, batch) as w:
-                res = clean_stage(files, out, val_per_mille, shard_tokens, progress, writer=w, **kw)
-                streamed = list(w.finish())
-        else:
-            res = clean_stage(files, out, val_per_mille, shard_tokens, progress, **kw)
-        report, chunks = res["report"], res["chunks"]
-        atomic_write_json(out / "report.json", report, indent=2)
-        atomic_write_json(done_clean, {"fingerprint": fp, "report": report, "chunks": chunks}, indent=2)
-    log(format_report(report))
-    if not chunks["train"]:
-        raise PrepareError(f"empty corpus: no training document left after cleaning {', '.join(map(str, sources))}")
-    # --- stage 2: the tokenizer (trained on the cleaned training documents unless one was given or reusable) ---
-    tok = tok or _reusable_tokenizer(tok_dir, train_vocab, log)
-    tok = tok or _train_tokenizer(out, chunks["train"], tok_dir, train_vocab, progress, log)
-    # --- stage 3: tokenize every chunk without a done mark from this tokenizer ---
-    (out / "done").mkdir(exist_ok=True)
-    names = chunks["train"] + chunks["val"]
-    entries, todo = {}, []
-    for n in names:
-        mark = out / "done" / f"{n}.json"
-        e = json.loads(mark.read_text(encoding="utf-8")) if mark.is_file() else None
-        if e and e.get("tokenizer_sha256") == tok.sha256 and (out / f"{n}.bin").is_file():
-            entries[n] = e
-        else:
+        tok = tok or _train_tokenizer(out, chunks["train"], tok_dir, train_vocab, progress, log)
+        # --- stage 3: tokenize every chunk without a verified shard from this tokenizer ---
+        (out / "done").mkdir(exist_ok=True)
+        names = chunks["train"] + chunks["val"]
+        entries, todo = {}, []
+        for n in names:
+            entry, problem = (streamed[n], None) if n in streamed else _reusable_shard(out, n, tok.sha256)
+            if entry is not None:
+                entries[n] = entry
+                continue
+            if problem:
+                log(f"verify: rebuilding {n}: {problem}")
             todo.append(n)
-    if todo:
-        bar = tqdm(
-            total=len(todo), unit="shard", desc="tokenize", disable=not progress, mininterval=progress_interval()
+        if todo:
+            (out / "manifest.json").unlink(missing_ok=True)  # a folder with a manifest is complete
+            bar = tqdm(
+                total=len(todo), unit="shard", desc="tokenize", disable=not progress, mininterval=progress_interval()
+            )
+            with ShardWriter(tok, out, workers, batch, on_shard=lambda _: bar.update()) as w:
+                entries.update(tokenize_chunks(out, todo, w))
+            bar.close()
+        # --- the manifest, written last: a folder with a manifest is complete ---
+        manifest = _manifest(tok, val_per_mille, names, chunks, entries, report)
+        with _writing(out / "manifest.json"):
+            atomic_write_json(out / "manifest.json", manifest, indent=2)
+        tokenized = [n for n in names if n in streamed or n in todo]
+        secs = time.time() - t0
+        mb = manifest["raw_bytes"] / 1e6
+        log(
+            f"prepared {mb:.1f} MB raw -> {manifest['tokens']:,} tokens in {len(names)} shards "
+            f"({len(tokenized)} tokenized, {len(names) - len(tokenized)} reused), {manifest['splits']['val']['docs']} "
+            f"val docs, {manifest['bytes_per_token'] or 0:.3f} bytes/token, {secs:.1f} s, {mb / secs:.2f} MB/s"
         )
-        with ShardWriter(tok, out, workers, batch, on_shard=lambda _: bar.update()) as w:
-            entries.update(tokenize_chunks(out, todo, w))
-        bar.close()
-    # --- the manifest, written last: a folder with a manifest is complete ---
-    manifest = _manifest(tok, val_per_mille, names, chunks, entries, report)
-    atomic_write_json(out / "manifest.json", manifest, indent=2)
-    tokenized = [n for n in names if n in streamed or n in todo]
-    secs = time.time() - t0
-    mb = manifest["raw_bytes"] / 1e6
-    log(
-        f"prepared {mb:.1f} MB raw -> {manifest['tokens']:,} tokens in {len(names)} shards "
-        f"({len(tokenized)} tokenized, {len(names) - len(tokenized)} reused), {manifest['splits']['val']['docs']} "
-        f"val docs, {manifest['bytes_per_token'] or 0:.3f} bytes/token, {secs:.1f} s, {mb / secs:.2f} MB/s"
-    )
-    return {**manifest, "seconds": secs, "tokenized": tokenized}
+        return {**manifest, "seconds": secs, "tokenized": tokenized}
 
 # %% ../nbs/07_prepare.ipynb #880026b3
 def format_report(report: dict) -> str:
@@ -432,7 +588,10 @@ def main(argv: list[str] | None = None) -> int:
         "--train-tokenizer", type=int, metavar="VOCAB", help="train a tokenizer of VOCAB tokens into OUT/tokenizer"
     )
     ap.add_argument(
-        "--val-per-mille", type=int, default=10, help="documents per thousand that go to val (default 10 = 1%%)"
+        "--val-per-mille",
+        type=int,
+        default=10,
+        help="documents per thousand that go to val (1..1000, default 10 = 1%%)",
     )
     ap.add_argument(
         "--shard-tokens",
@@ -457,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not a.no_progress,
             min_chars=a.min_chars,
         )
-    except PrepareError as e:
+    except (PrepareError, FolderBusy) as e:
         print(f"prepare error: {e}", file=sys.stderr)
         return 2
     except UnicodeDecodeError as e:

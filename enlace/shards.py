@@ -18,8 +18,8 @@ from .common import atomic_write
 from .tokenizer import Tokenizer, TokenizerError
 
 # %% auto #0
-__all__ = ['MAGIC', 'VERSION', 'HEADER_BYTES', 'TOKEN_DTYPES', 'ShardError', 'write_shard', 'read_shard', 'open_shards',
-           'read_data_manifest', 'data_tokenizer']
+__all__ = ['MAGIC', 'VERSION', 'HEADER_BYTES', 'TOKEN_DTYPES', 'ShardError', 'write_shard', 'read_shard', 'shard_sha256',
+           'check_shard', 'open_shards', 'read_data_manifest', 'data_tokenizer']
 
 # %% ../nbs/06_shards.ipynb #898d94c3
 MAGIC, VERSION, HEADER_BYTES = b"ENLACETK", 1, 64
@@ -50,9 +50,8 @@ def _sha256_chunked(tokens: np.ndarray, chunk: int = 1 << 24) -> bytes:
     return h.digest()
 
 # %% ../nbs/06_shards.ipynb #b73ce5b6
-def read_shard(path, verify: bool = True) -> np.memmap:
-    "Open a shard memory-mapped after checking magic, version, size and (if `verify`) its checksum."
-    path = Path(path)
+def _read_header(path: Path) -> tuple[type, int, bytes]:
+    "Token dtype, token count and recorded sha256 of a shard, after checking its magic, version and file size."
     try:
         with path.open("rb") as f:
             raw = f.read(HEADER_BYTES)
@@ -72,6 +71,13 @@ def read_shard(path, verify: bool = True) -> np.memmap:
             f"{path}: truncated or padded: header says {n} tokens ({HEADER_BYTES + n * width} bytes), "
             f"file has {size} bytes"
         )
+    return dtype, n, digest
+
+
+def read_shard(path, verify: bool = True) -> np.memmap:
+    "Open a shard memory-mapped after checking magic, version, size and (if `verify`) its checksum."
+    path = Path(path)
+    dtype, n, digest = _read_header(path)
     if n == 0:
         return np.zeros(0, dtype=dtype)
     # memory-mapped: opening a shard of gigabytes reads nothing until its tokens are used
@@ -79,6 +85,20 @@ def read_shard(path, verify: bool = True) -> np.memmap:
     if verify and _sha256_chunked(tokens) != digest:
         raise ShardError(f"{path}: checksum mismatch: the tokens are corrupted; rebuild this shard")
     return tokens
+
+
+def shard_sha256(path) -> str:
+    "The hex sha256 of a shard's tokens as its header records it (the header alone is read; nothing is verified)."
+    return _read_header(Path(path))[2].hex()
+
+
+def check_shard(path, tokens: int, sha256: str | None = None) -> None:
+    "ShardError unless `path` is intact (its checksum holds) and is the shard recorded: `tokens` tokens, `sha256`."
+    n = len(read_shard(path, verify=True))
+    if n != tokens:
+        raise ShardError(f"{path}: {n} tokens where {tokens} were recorded; rebuild this shard")
+    if sha256 is not None and shard_sha256(path) != sha256:
+        raise ShardError(f"{path}: not the shard recorded (another sha256); rebuild this shard")
 
 # %% ../nbs/06_shards.ipynb #e6be8d68
 def open_shards(folder, split: str, verify: bool = True) -> list:

@@ -17,7 +17,6 @@ import string
 import sys
 import time
 import uuid
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,17 +25,26 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 from tqdm import tqdm
 
-from .common import atomic_write, closest, error_line, progress_interval, run_cli, short_repr
+from enlace.common import (
+    FolderBusy,
+    atomic_write,
+    closest,
+    error_line,
+    own_folder,
+    progress_interval,
+    run_cli,
+    short_repr,
+)
 from .config import ConfigError, read_yaml, rel_path
 from .conversation import ConversationError, check_conversation
 
 # %% auto #0
 __all__ = ['PRICES', 'BATCH_DISCOUNT', 'CACHE_WRITE_5M', 'CACHE_WRITE_1H', 'CACHE_READ', 'MAX_BATCH_REQUESTS', 'MAX_BATCH_BYTES',
            'TOOL', 'RETRYABLE_ERRORS', 'SKEW_S', 'SPEC_KEYS', 'USAGE_KEYS', 'Prices', 'GenSpec', 'price_key',
-           'template_fields', 'load_spec', 'request_params', 'custom_id', 'expand', 'api_request', 'chunk', 'cost',
-           'prices_for', 'worst_case_cost', 'read_records', 'append_jsonl', 'job_state', 'pending', 'JobError',
-           'create_batch', 'resolve_intents', 'save_requests', 'submit', 'parse_output', 'outcome', 'collect_batch',
-           'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'output_conversation',
+           'template_fields', 'load_spec', 'request_params', 'custom_id', 'legacy_custom_id', 'expand', 'api_request',
+           'chunk', 'cost', 'prices_for', 'worst_case_cost', 'read_records', 'append_jsonl', 'job_state', 'pending',
+           'JobError', 'create_batch', 'resolve_intents', 'save_requests', 'submit', 'parse_output', 'outcome',
+           'collect_batch', 'write_dataset', 'collect', 'summary', 'summary_line', 'batch_lines', 'output_conversation',
            'dataset_conversations', 'SetupError', 'api_key', 'make_client', 'job_lock', 'plan_lines', 'main']
 
 # %% ../nbs/30_synth.ipynb #e2250e73
@@ -99,8 +107,12 @@ def price_key(model: str) -> str:
 
 
 def template_fields(template: str) -> list[str]:
-    "The names a str.format template uses: 'Hola {nombre}' -> ['nombre'] (raises ValueError if malformed)."
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    "Names a str.format template uses, in format specs too: 'Hola {a:>{w}}' -> ['a', 'w'] (ValueError if malformed)."
+    out = []
+    for _, name, fmt, _ in string.Formatter().parse(template):
+        if name is not None:
+            out += [name, *template_fields(fmt or "")]
+    return out
 
 # %% ../nbs/30_synth.ipynb #de5d7681
 def _spec_checks(spec: dict) -> list[tuple[str, str]]:
@@ -139,6 +151,46 @@ def _spec_checks(spec: dict) -> list[tuple[str, str]]:
         )
     return out
 
+
+def _inputs(spec: dict):
+    "Every (seed row index, {variable: index of its value}, inputs) of a spec: each seed row with each combination."
+    names = list(spec["variables"])
+    for i, seed in enumerate(spec["seeds"] or [{}]):
+        for idx in itertools.product(*(range(len(v)) for v in spec["variables"].values())):
+            at = dict(zip(names, idx))
+            yield i, at, {**seed, **{n: spec["variables"][n][j] for n, j in at.items()}}
+
+
+_FORMAT_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+def _template_problem(spec: dict) -> str | None:
+    "The first value the user template cannot format, as '{n:05d} cannot format 'tres' (str, seeds[1].n): why'."
+    pieces = []
+    for _, name, fmt, conv in string.Formatter().parse(spec["user"]):
+        if name is not None:
+            piece = "{" + name + (f"!{conv}" if conv else "") + (f":{fmt}" if fmt else "") + "}"
+            pieces.append((piece, [name, *template_fields(fmt or "")]))
+    for i, at, inputs in _inputs(spec):
+        try:
+            spec["user"].format(**inputs)
+        except _FORMAT_ERRORS as e:
+            whole = f"{short_repr(spec['user'])} cannot be formatted: {type(e).__name__}: {e}"
+        else:
+            continue
+        for piece, names in pieces:
+            try:
+                piece.format(**inputs)
+            except _FORMAT_ERRORS as e:
+                vals = [
+                    f"{short_repr(inputs[n])} ({type(inputs[n]).__name__}, "
+                    + (f"variables.{n}[{at[n]}])" if n in at else f"seeds[{i}].{n})")
+                    for n in dict.fromkeys(names)
+                ]
+                return f"{piece} cannot format {', '.join(vals)}: {e} (change the value or the format)"
+        return whole
+    return None
+
 # %% ../nbs/30_synth.ipynb #315b97b5
 def load_spec(path) -> dict:
     "Read and validate a generation spec into a plain dict; any problem is a one-line ConfigError: file: key: problem."
@@ -151,6 +203,8 @@ def load_spec(path) -> dict:
         raise ConfigError(f"{rel_path(path)}: {error_line(e, _spec_keys)}") from None
     for key, problem in _spec_checks(spec):
         raise ConfigError(f"{rel_path(path)}: {key}: {problem}")
+    if problem := _template_problem(spec):
+        raise ConfigError(f"{rel_path(path)}: user: {problem}")
     return spec
 
 # %% ../nbs/30_synth.ipynb #27029e21
@@ -181,23 +235,29 @@ def _dumps(x) -> str:
     return json.dumps(x, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def _canonical(x) -> str:
+    "The one JSON text of `x` whatever the order of its keys: keys as strings and sorted, fixed separators."
+    return json.dumps(json.loads(_dumps(x)), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
 def custom_id(params: dict, sample: int = 0) -> str:
-    "A request's id: a hash of its content (the parameters sent and the sample number)."
+    "A request's id: a hash of its content (the parameters sent and the sample number), blind to key order."
+    return hashlib.sha256(_canonical({"params": params, "sample": sample}).encode()).hexdigest()[:32]
+
+
+def legacy_custom_id(params: dict, sample: int = 0) -> str:
+    "The id of jobs made before canonical ids (keys hashed in the spec's order): only to recognise what they sent."
     return hashlib.sha256(_dumps({"params": params, "sample": sample}).encode()).hexdigest()[:32]
 
 
 def expand(spec: dict) -> list[dict]:
     "Every request of a spec, in a stable order, as {custom_id, inputs, sample, params}; duplicates collapse."
-    names = list(spec["variables"])
-    combos = [dict(zip(names, vals)) for vals in itertools.product(*spec["variables"].values())]
     out = {}
-    for seed in spec["seeds"] or [{}]:
-        for combo in combos:
-            inputs = {**seed, **combo}
-            params = request_params(spec, inputs)
-            for s in range(spec["samples"]):
-                cid = custom_id(params, s)
-                out.setdefault(cid, {"custom_id": cid, "inputs": inputs, "sample": s, "params": params})
+    for _, _, inputs in _inputs(spec):
+        params = request_params(spec, inputs)
+        for s in range(spec["samples"]):
+            cid = custom_id(params, s)
+            out.setdefault(cid, {"custom_id": cid, "inputs": inputs, "sample": s, "params": params})
     return list(out.values())
 
 # %% ../nbs/30_synth.ipynb #8e179b75
@@ -290,25 +350,31 @@ def _ts(s: str) -> float:
     return datetime.fromisoformat(str(s).replace("Z", "+00:00")).timestamp()
 
 # %% ../nbs/30_synth.ipynb #59ea0bfc
+def _aliases(job: Path) -> dict[str, str]:
+    "{id a request was sent under before canonical ids: its canonical id}, from JOB/aliases.jsonl."
+    return {a["alias"]: a["custom_id"] for a in read_records(job / "aliases.jsonl")}
+
+
 def job_state(job: Path) -> dict:
-    "What the files of a job say about every custom_id and every batch."
+    "What the files of a job say about every custom_id (canonical, through aliases.jsonl) and every batch."
     recs = read_records(job / "intents.jsonl")
     batches = read_records(job / "batches.jsonl")
     recorded = {b["intent"] for b in batches}
     dropped = {r["intent"] for r in recs if r.get("abandoned")} - recorded
     intents = {r["intent"]: r for r in recs if "custom_ids" in r and r["intent"] not in dropped}
     results, errors = read_records(job / "results.jsonl"), read_records(job / "errors.jsonl")
+    alias = _aliases(job)
     seen = {(o["batch_id"], o["custom_id"]) for o in results + errors}
     uncollected, in_flight = [], set()
     for b in batches:
         left = [c for c in intents[b["intent"]]["custom_ids"] if (b["id"], c) not in seen]
         if left:
             uncollected.append(b)
-            in_flight.update(left)
+            in_flight.update(alias.get(c, c) for c in left)
     dangling = [i for i in intents.values() if i["intent"] not in recorded]
-    limbo = {c for i in dangling for c in i["custom_ids"]}
-    done = {r["custom_id"]: r for r in results}
-    failed = {e["custom_id"]: e for e in errors}  # the latest error of each id wins
+    limbo = {alias.get(c, c) for i in dangling for c in i["custom_ids"]}
+    done = {alias.get(r["custom_id"], r["custom_id"]): r for r in results}
+    failed = {alias.get(e["custom_id"], e["custom_id"]): e for e in errors}  # the latest error of each id wins
     failed = {c: e for c, e in failed.items() if c not in done and c not in in_flight and c not in limbo}
     return {
         "intents": intents,
@@ -321,7 +387,7 @@ def job_state(job: Path) -> dict:
         "limbo": limbo,
         "dangling": dangling,
         "uncollected": uncollected,
-        "submitted": {c for i in intents.values() for c in i["custom_ids"]},
+        "submitted": {alias.get(c, c) for i in intents.values() for c in i["custom_ids"]},
     }
 
 
@@ -471,10 +537,34 @@ def resolve_intents(client, job: Path, adopt: dict | None = None, abandon=(), sp
 
 # %% ../nbs/30_synth.ipynb #0aaa1cb7
 def save_requests(job: Path, reqs: list[dict]) -> None:
-    "Write requests.jsonl (the plan, for the record: ids are always recomputed from the spec)."
+    "Write requests.jsonl: the spec's requests, then those of earlier versions that were sent; record old ids' aliases."
     job.mkdir(parents=True, exist_ok=True)
-    text = "".join(_dumps(r) + "\n" for r in reqs)
     path = job / "requests.jsonl"
+    sent = {c for i in read_records(job / "intents.jsonl") for c in i.get("custom_ids", [])}
+    known, new, earlier = _aliases(job), {}, {}
+    # --- the requests on disk; one written before canonical ids has no `current_spec` and the old hash as id ---
+    for rec in read_records(path):
+        if "current_spec" not in rec:
+            cid = custom_id(rec["params"], rec["sample"])
+            if rec["custom_id"] in sent and rec["custom_id"] != cid:
+                new[rec["custom_id"]] = cid
+            rec = {**rec, "custom_id": cid}
+        earlier[rec["custom_id"]] = {**rec, "current_spec": False}
+    # --- the spec's requests, sent under their old id by a job made before canonical ids ---
+    ids = {r["custom_id"] for r in reqs}
+    if sent - ids - known.keys() - new.keys():
+        for r in reqs:
+            old = legacy_custom_id(r["params"], r["sample"])
+            if old in sent and old != r["custom_id"]:
+                new[old] = r["custom_id"]
+    new = {a: c for a, c in new.items() if known.get(a) != c}
+    if new:
+        append_jsonl(job / "aliases.jsonl", [{"alias": a, "custom_id": c} for a, c in new.items()], sync=True)
+    known.update(new)
+    # --- earlier requests are kept while they were sent: the dataset needs their prompts, collect their schema ---
+    sent = {known.get(c, c) for c in sent}
+    keep = [rec for c, rec in earlier.items() if c not in ids and c in sent]
+    text = "".join(_dumps(r) + "\n" for r in [{**r, "current_spec": True} for r in reqs] + keep)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         atomic_write(path, text)
 
@@ -570,9 +660,12 @@ def outcome(result: dict, schema: dict | None) -> dict:
     return {"output": output, **base}
 
 # %% ../nbs/30_synth.ipynb #4adbf468
-def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict | None, bar=None) -> int:
+def collect_batch(
+    client, job: Path, batch: dict, ids: list[str], schema: dict | None, bar=None, schemas: dict | None = None
+) -> int:
     "Stream an ended batch's results into results.jsonl / errors.jsonl, each under its own custom_id; how many are new."
     mine = set(ids)
+    schemas = schemas or {}  # custom_id -> the schema its request was sent with, where it differs from `schema`
     have = {
         o["custom_id"]
         for o in read_records(job / "results.jsonl") + read_records(job / "errors.jsonl")
@@ -600,7 +693,7 @@ def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict |
                     f"is written (was it adopted for intent {batch['intent']} by mistake?)"
                 )
             if cid not in have:
-                write({"custom_id": cid, "batch_id": batch["id"], **outcome(item["result"], schema)})
+                write({"custom_id": cid, "batch_id": batch["id"], **outcome(item["result"], schemas.get(cid, schema))})
         for cid in sorted(mine - have):
             write(
                 {
@@ -616,25 +709,37 @@ def collect_batch(client, job: Path, batch: dict, ids: list[str], schema: dict |
     return new
 
 # %% ../nbs/30_synth.ipynb #fc3571d6
-def write_dataset(job: Path, reqs: list[dict], system: str) -> list[Path]:
-    "dataset.jsonl (and dataset.parquet when pyarrow is installed): one row per resolved request, in request order."
-    done = {r["custom_id"]: r for r in read_records(job / "results.jsonl")}
-    rows = [
-        {
-            "custom_id": r["custom_id"],
-            "inputs": r["inputs"],
-            "sample": r["sample"],
-            "system": system,
-            "prompt": r["params"]["messages"][0]["content"],
-            "output": d["output"],
-            "model": d["model"],
-            "stop_reason": d["stop_reason"],
-            "usage": d["usage"],
-            "batch_id": d["batch_id"],
-        }
-        for r in reqs
-        if (d := done.get(r["custom_id"]))
-    ]
+def write_dataset(job: Path, reqs: list[dict], log=print) -> list[Path]:
+    "dataset.jsonl (and .parquet with pyarrow): every result held, the spec's in request order, then earlier versions'."
+    st = job_state(job)
+    cur = {r["custom_id"]: r for r in reqs}
+    sent = {r["custom_id"]: r for r in read_records(job / "requests.jsonl")}  # for the requests of earlier versions
+    sent.update(cur)
+    rows = []
+    for c in [*cur, *(c for c in st["done"] if c not in cur)]:
+        d, r = st["done"].get(c), sent.get(c)
+        if d is None:
+            continue
+        rows.append(
+            {
+                "custom_id": d["custom_id"],  # the id the API answered to (an old job's requests keep theirs)
+                "inputs": r["inputs"] if r else None,
+                "sample": r["sample"] if r else None,
+                "system": r["params"]["system"][0]["text"] if r else None,
+                "prompt": r["params"]["messages"][0]["content"] if r else None,
+                "output": d["output"],
+                "model": d["model"],
+                "stop_reason": d["stop_reason"],
+                "usage": d["usage"],
+                "batch_id": d["batch_id"],
+                "current_spec": c in cur,
+            }
+        )
+    now = sum(r["current_spec"] for r in rows)
+    log(
+        f"dataset: {now} results of the current spec, {len(rows) - now} of an earlier version"
+        + (" (kept: they were paid for; the column current_spec tells them apart)" if len(rows) > now else "")
+    )
     atomic_write(job / "dataset.jsonl", "".join(_dumps(r) + "\n" for r in rows))
     out = [job / "dataset.jsonl"]
     try:
@@ -658,6 +763,16 @@ def write_dataset(job: Path, reqs: list[dict], system: str) -> list[Path]:
     return out + [job / "dataset.parquet"]
 
 # %% ../nbs/30_synth.ipynb #b84e37a5
+def _schemas(job: Path) -> dict:
+    "{custom_id: the schema its request was sent with (None: plain text)} for every request requests.jsonl holds."
+    out = {}
+    for r in read_records(job / "requests.jsonl"):
+        tools = r["params"].get("tools")
+        out[r["custom_id"]] = tools[0]["input_schema"] if tools else None
+    out.update((a, out[c]) for a, c in _aliases(job).items() if c in out)
+    return out
+
+
 def collect(
     client,
     spec: dict,
@@ -666,13 +781,18 @@ def collect(
     poll: float = 60.0,
     progress: bool = True,
     sleep=time.sleep,
+    log=print,
     **resolve,
 ) -> list[Path]:
     "Poll until the job's batches end (or once, without `wait`), collect each by custom_id, write the dataset."
-    # --- the batches still to collect, with the custom_ids each was created with ---
+    # --- the plan first: it records old ids' aliases and keeps the requests of earlier versions of the spec ---
+    reqs = expand(spec)
+    save_requests(job, reqs)
+    # --- the batches still to collect, with the custom_ids each was created with and the schema of each ---
     st = resolve_intents(client, job, **resolve)
     todo = list(st["uncollected"])
     ids = {b["id"]: st["intents"][b["intent"]]["custom_ids"] for b in todo}
+    schemas = _schemas(job) if todo else {}
     refresh = progress_interval()
     # --- poll until each batch ends; its results are written by custom_id, never by position ---
     with tqdm(
@@ -686,16 +806,14 @@ def collect(
         while todo:
             for b in list(todo):
                 if _as_dict(client.messages.batches.retrieve(b["id"]))["processing_status"] == "ended":
-                    collect_batch(client, job, b, ids[b["id"]], spec["schema"], bar)
+                    collect_batch(client, job, b, ids[b["id"]], spec["schema"], bar, schemas)
                     todo.remove(b)
             if not todo or not wait:
                 break
             bar.set_postfix_str(f"{len(todo)} batch(es) still processing")
             sleep(poll)
-    # --- the dataset: one row per request that has a result ---
-    reqs = expand(spec)
-    save_requests(job, reqs)
-    return write_dataset(job, reqs, spec["system"])
+    # --- the dataset: one row per result held, of this spec or an earlier version ---
+    return write_dataset(job, reqs, log)
 
 # %% ../nbs/30_synth.ipynb #39ead281
 def summary(job: Path, spec: dict, st: dict | None = None) -> dict:
@@ -826,21 +944,9 @@ def make_client(env_file=".env"):
     return anthropic.Anthropic(api_key=key, max_retries=4)
 
 # %% ../nbs/30_synth.ipynb #7742cf8a
-@contextmanager
 def job_lock(job: Path):
-    "One command at a time per job: an flock that the OS releases even when the process is killed."
-    job.mkdir(parents=True, exist_ok=True)
-    with open(job / ".lock", "w") as f:
-        try:
-            import fcntl
-        except ImportError:
-            fcntl = None  # no flock on Windows: run one command at a time there
-        if fcntl is not None:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise JobError(f"{job}: another enlace.synth command is working on this job") from None
-        yield
+    "One command at a time per job: enlace.common.own_folder, an flock the OS releases even when the process is killed."
+    return own_folder(job, "enlace.synth command")
 
 # %% ../nbs/30_synth.ipynb #e750a217
 def plan_lines(spec: dict, job: Path, spec_path: str) -> list[str]:
@@ -918,6 +1024,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.command in ("submit", "retry-failed"):
                 submit(client, spec, job, retry=args.retry_failed or args.command == "retry-failed", **resolve)
             elif args.command == "status":
+                save_requests(job, expand(spec))  # records old ids' aliases, as plan, submit and collect do
                 st = resolve_intents(client, job, **resolve)
                 print("\n".join(batch_lines(client, job, spec, st) or ["no batches yet"]))
             else:
@@ -939,7 +1046,7 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except JobError as e:
+    except (JobError, FolderBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Exception as e:

@@ -28,8 +28,10 @@ from enlace.checkpoint import (
     load_checkpoint,
     load_model,
     save_checkpoint,
+    step_dirs,
+    verify_checkpoint,
 )
-from .common import atomic_write, atomic_write_json, progress_interval, run_cli
+from .common import FolderBusy, atomic_write, atomic_write_json, own_folder, progress_interval, run_cli
 from enlace.config import (
     ConfigError,
     RunConfig,
@@ -47,8 +49,9 @@ from .report import finish_run
 from .shards import ShardError
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate', 'eval_loss',
-           'check_base', 'check_resume', 'open_run', 'optimizer_step', 'checkpoint_state', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate',
+           'eval_loss', 'check_base', 'check_resume', 'open_run', 'Diverged', 'check_finite', 'optimizer_step',
+           'checkpoint_state', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -206,6 +209,16 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         metrics.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
+    rejected = []  # said only when a usable one is found: otherwise the refusal below is the one line
+    ckpt = find_checkpoint(ckpt_dir, warn=rejected.append)
+    if ckpt is None and step_dirs(ckpt_dir):  # never train from step 0 over a run's checkpoints and metrics
+        newest = step_dirs(ckpt_dir)[-1]
+        raise CheckpointError(
+            f"{ckpt_dir}: none of its {len(step_dirs(ckpt_dir))} checkpoints is usable "
+            f"({newest.name}: {verify_checkpoint(newest)}); nothing was changed; pass --fresh to start over"
+        )
+    for line in rejected:
+        log(line)
     _seed_all(t.seed)  # the order of what follows fixes the random streams: keep it, or resume is no longer exact
     base = load_model(cfg.init_from) if cfg.init_from else None  # fine-tuning: (model, tokenizer, manifest)
     if base:
@@ -226,8 +239,8 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         "total": t.max_steps,
         "elapsed": 0.0,
         "base_sha256": base[2]["sha256"] if base else None,
+        "ckpt_dir": ckpt_dir,
     }
-    ckpt = find_checkpoint(ckpt_dir, warn=log)
     if ckpt is not None:
         man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"))
         check_resume(man["config"], cfg, ckpt, log)
@@ -250,6 +263,30 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
 def _finite(x):
     "None for a NaN/inf figure (a skipped fp16 step has an inf grad norm): JSON has no inf."
     return x if x is None or math.isfinite(x) else None
+
+
+class Diverged(RuntimeError):
+    "The loss or the gradient norm went NaN/inf: the run stops before it saves or exports anything."
+
+
+MAX_SKIPS = 20  # consecutive fp16 overflows the GradScaler may absorb (its scale halves each time: 2**-20)
+
+
+def check_finite(run: dict, step: int, loss: float, gnorm: float, lr: float) -> None:
+    "Raise Diverged (one line naming the step) when `loss`/`gnorm` are not finite, past the GradScaler's own skips."
+    if math.isfinite(loss) and math.isfinite(gnorm):
+        run["skips"] = 0
+        return
+    run["skips"] = run.get("skips", 0) + 1
+    if run["scaler"].is_enabled() and math.isfinite(loss) and run["skips"] <= MAX_SKIPS:
+        return  # fp16 overflow: the scaler skipped this step and lowers its scale
+    what = "loss" if not math.isfinite(loss) else "gradient norm"
+    last = find_checkpoint(run["ckpt_dir"], warn=lambda m: None)
+    again = f"run again to resume from {last.name}" if last else "run again with --fresh"
+    raise Diverged(
+        f"step {step}: the {what} is {loss if what == 'loss' else gnorm} (diverged); nothing saved or exported; "
+        f"lower train.lr (now {lr:g}) and {again}"
+    )
 
 # %% ../nbs/11_trainer.ipynb #8be115cf
 def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConfig) -> tuple[dict, float]:
@@ -283,8 +320,14 @@ def checkpoint_state(run: dict, cfg: RunConfig, step: int, lr: float, total: int
 # %% ../nbs/11_trainer.ipynb #7f983101
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
     "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
-    hw, t = cfg.hardware, cfg.train
     out_dir = Path(out_dir)
+    with own_folder(out_dir, "training"):  # one process per run folder: a second one refuses, naming this pid
+        return _train(cfg, out_dir, fresh, progress, log)
+
+
+def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log) -> dict:
+    "The body of `train`, run while this process owns `out_dir`."
+    hw, t = cfg.hardware, cfg.train
     run = open_run(cfg, out_dir, fresh, log)
     run["params"] = list(run["model"].parameters())
     data, device, step, total, elapsed0 = run["data"], run["device"], run["step"], run["total"], run["elapsed"]
@@ -315,6 +358,7 @@ def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, l
             # --- step: forward, backward, optimizer ---
             lr = lr_at(step, t, total)
             s, gnorm = optimizer_step(run, cmodel, micro, lr, cfg)
+            check_finite(run, step + 1, s["ce"] / s["n"], gnorm, lr)  # a diverged step is never logged or saved
             # --- bookkeeping: steps, tokens, time, the planned length ---
             step, run["tokens"], dt = step + 1, run["tokens"] + s["n"], time.perf_counter() - t0
             elapsed = elapsed0 + time.perf_counter() - t_start
@@ -373,19 +417,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-report", action="store_true", help="export the model file only: no held-out figures")
     args = ap.parse_intermixed_args(argv)  # options may come before, between or after the overrides
     log = lambda m: print(m, file=sys.stderr)
+    out = None
     try:
         cfg = load_config(args.run, args.overrides)
         out = Path(args.out or Path("runs") / cfg.name)
-        summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=log)
-        report = finish_run(out, cfg, figures=not args.no_report, log=log)
+        with own_folder(out, "training"):  # held from the first step to the report: nobody else writes here
+            summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=log)
+            report = finish_run(out, cfg, figures=not args.no_report, log=log)
         summary["model_file"] = report["model_file"]  # what evaluation and generation load
         summary["summary"] = str(out / "summary.json") if not args.no_report else None
-    except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError) as e:
+    except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError, FolderBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (ShardError, OSError) as e:
+    except (ShardError, OSError, Diverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # checkpoints are atomic: the last one is intact, a half-written one was removed
+        last = find_checkpoint(out / "checkpoints", warn=lambda m: None) if out else None
+        where = f"resumes from {last.name}" if last else "has no checkpoint yet and starts over"
+        print(f"interrupted; run the same command to go on ({out} {where})", file=sys.stderr)
+        return 130
     print(json.dumps(summary))
     return 0
 

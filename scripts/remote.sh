@@ -83,6 +83,37 @@ load_env() {
   done
 }
 
+check_dir() {  # check_dir DIR: normalise ENLACE_REMOTE_DIR lexically into NDIR; refuse what sync must never own
+  # `//` and `.` are dropped, `..` is refused (it can climb anywhere through a symlink). Refused: the home folder
+  # itself, /, any top-level folder (/etc, /root, /data...), /home/USER and /Users/USER, and anything inside the
+  # system folders. The server side also refuses a folder that physically is /, top-level, or the home or above it.
+  local raw="$1" rest c out="" top
+  local v="ENLACE_REMOTE_DIR='$raw'" fix="name a sub-folder of your own such as ~/enlace"
+  case "$raw" in "~"*) rest="${raw#\~}/" ;; *) rest="$raw/" ;; esac
+  while [ -n "$rest" ]; do
+    c="${rest%%/*}"; rest="${rest#*/}"
+    case "$c" in
+      ""|.) ;;
+      ..) die "$v: '..' is not supported (it can lead anywhere); $fix" ;;
+      *) out+="/$c" ;;
+    esac
+  done
+  if [[ "$raw" == "~"* ]]; then
+    NDIR="~$out"
+    [ -n "$out" ] || die "$v is too broad: it resolves to the home folder itself; $fix"
+    return 0
+  fi
+  NDIR="${out:-/}"
+  top="${out#/}"; top="/${top%%/*}"
+  [ -n "$out" ] || die "$v is too broad: it resolves to the root folder /; $fix"
+  [ "$top" != "$out" ] || die "$v is too broad: it resolves to the top-level folder $out; $fix"
+  [[ ! "$out" =~ ^/(home|Users)/[^/]+$ ]] || die "$v is too broad: it resolves to the home folder $out; name a sub-folder such as $out/enlace"
+  case "$top" in
+    /bin|/boot|/dev|/etc|/lib|/lib32|/lib64|/libx32|/proc|/run|/sbin|/sys|/usr|/var)
+      die "$v resolves to $out, inside the system folder $top; $fix" ;;
+  esac
+}
+
 settings() {
   load_env
   if [ ! -f "$ENV_FILE" ] && [ -z "${ENLACE_REMOTE_HOST:-}" ]; then
@@ -114,12 +145,10 @@ settings() {
     [[ "$KNOWN" != *"'"* ]] || die "ENLACE_REMOTE_KNOWN_HOSTS: a path with a single quote is not supported"
     [ -d "$(dirname "$KNOWN")" ] || die "ENLACE_REMOTE_KNOWN_HOSTS: no such folder: $(dirname "$KNOWN")"
   fi
-  [[ "$RDIR" == /* || "$RDIR" == "~/"* ]] || die "ENLACE_REMOTE_DIR='$RDIR' must be absolute or start with ~/"
-  local d="${RDIR%/}"
-  if [[ -z "$d" || "$d" == "~" || "$d" =~ ^/(root|home|home/[^/]+|tmp|var|usr|opt|srv|mnt)?$ ]]; then
-    die "ENLACE_REMOTE_DIR='$RDIR' is too broad; use a folder of its own, e.g. ~/enlace"
-  fi
   [[ "$RDIR" != *$'\n'* && "$RDIR" != *"'"* ]] || die "ENLACE_REMOTE_DIR: newlines and single quotes are not supported"
+  [[ "$RDIR" == /* || "$RDIR" == "~" || "$RDIR" == "~/"* ]] || die "ENLACE_REMOTE_DIR='$RDIR' must be absolute or start with ~/"
+  check_dir "$RDIR"
+  RDIR="$NDIR"  # from here on the normalised spelling: ~/a//b/./ is ~/a/b
   [ -z "$VENV" ] || [[ "$VENV" == /* || "$VENV" == "~/"* ]] || die "ENLACE_REMOTE_VENV='$VENV' must be absolute or start with ~/"
 
   SSH=(ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=15
@@ -132,16 +161,21 @@ settings() {
 }
 
 # ---- ssh helpers ---------------------------------------------------------------------------------------------
-# The server side is the bash program in agent(), sent on stdin; its arguments are quoted with printf %q, so
-# paths with spaces survive the remote login shell. ssh exits 255 for its own failures (connection, key, host key):
-# those become one line; anything else is the agent's own message and exit code.
+# The server side is the bash program in agent(), sent on stdin; its arguments are single-quoted by shq, so that
+# any POSIX login shell (dash too, which has no $'...') hands them on byte for byte: spaces, newlines, $ and `.
+# ssh exits 255 for its own failures (connection, key, host key): those become one line; anything else is the
+# agent's own message and exit code.
 ERRF=""  # ssh's stderr; made once in main() so that $(remote ...) subshells share it
 trap '[ -z "$ERRF" ] || rm -f "$ERRF"' EXIT
+shq() {  # shq ARG...: each ARG in single quotes, an embedded ' as '\'' (POSIX sh; bash's %q may write $'..')
+  local a q="'\\''"
+  for a in "$@"; do printf "'%s' " "${a//\'/"$q"}"; done
+}
 remote() {  # remote [SSH_OPTION... --] AGENT_COMMAND ARGS...
   local opts=() rc=0
   while [ $# -gt 0 ] && [[ "$1" == -* ]] && [ "$1" != "--" ]; do opts+=("$1"); shift; done
   [ "${1:-}" != "--" ] || shift
-  "${SSH[@]}" ${opts[@]+"${opts[@]}"} -- "$HOST" "bash -s -- $(printf '%q ' "$RDIR" "$@")" < <(agent) 2>"$ERRF" || rc=$?
+  "${SSH[@]}" ${opts[@]+"${opts[@]}"} -- "$HOST" "bash -s -- $(shq "$RDIR" "$@")" < <(agent) 2>"$ERRF" || rc=$?
   if [ "$rc" = 255 ]; then
     fail "ssh to $TARGET port $PORT failed: $(tail -n 1 "$ERRF" | tr -d '\r' | sed 's/^ssh: //')"
   fi
@@ -169,6 +203,7 @@ dir="$1"; shift
 cmd="$1"; shift
 case "$dir" in "~/"*) dir="$HOME/${dir#\~/}" ;; esac
 err() { echo "remote: $*" >&2; exit 1; }
+shq() { local q="'\\''"; printf "'%s'" "${1//\'/"$q"}"; }  # for tmux's shell, which may be dash
 T() { tmux -L enlace "$@"; }
 sess() { local s="enlace-$1"; s="${s//./_}"; echo "${s//:/_}"; }  # tmux turns '.' and ':' in names into '_'
 latest() { [ -f "$dir/runs/.remote-last" ] && cat "$dir/runs/.remote-last"; }
@@ -183,11 +218,23 @@ state() {  # running | done | failed (exit N) | stopped
 }
 case "$cmd" in
   prepare)  # prepare DELETE: make the folder; --delete only into a folder that sync made
-    if [ "$1" = 1 ] && [ -d "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ] && [ ! -f "$dir/.enlace-remote" ]; then
+    if [ -d "$dir" ]; then  # what the folder physically is (symlinks, the home spelled out): never / or the home
+      real="$(cd -P -- "$dir" && pwd -P)" || err "cannot enter $dir"
+      home="$(cd -P -- "$HOME" 2>/dev/null && pwd -P)" || home=""
+      fix="name a sub-folder such as ~/enlace"
+      if [ "$real" = / ]; then err "ENLACE_REMOTE_DIR: $dir is the root folder / on the server; $fix"
+      elif [ "$real" = "$home" ]; then err "ENLACE_REMOTE_DIR: $dir is the home folder $home on the server; $fix"
+      elif [[ -n "$home" && "$home" == "$real"/* ]]; then err "ENLACE_REMOTE_DIR: $dir is $real, which holds the home folder $home on the server; $fix"
+      elif [[ "$real" != /*/* ]]; then err "ENLACE_REMOTE_DIR: $dir is the top-level folder $real on the server; $fix"
+      fi
+    fi
+    ours=1  # the marker goes only into a folder sync makes (new or empty): --delete must never trust a user's folder
+    if [ -d "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ] && [ ! -f "$dir/.enlace-remote" ]; then ours=0; fi
+    if [ "$1" = 1 ] && [ "$ours" = 0 ]; then
       err "$dir has files that scripts/remote.sh sync did not put there; refusing --delete"
     fi
     mkdir -p "$dir" || err "cannot create $dir"
-    touch "$dir/.enlace-remote" ;;
+    if [ "$ours" = 1 ]; then touch "$dir/.enlace-remote"; fi ;;
   run)  # run JOB KIND TARGET VENV ARGS...
     job="$1" kind="$2" target="$3" venv="$4"; shift 4
     cd "$dir" 2>/dev/null || err "$dir does not exist on the server; run scripts/remote.sh sync first"
@@ -222,7 +269,7 @@ export PYTHONUNBUFFERED=1
 exit $?
 RUNNER
     } > "$rd/remote-run.sh"
-    T new-session -d -s "$session" -c "$dir" "bash $(printf '%q' "$dir/$rd/remote-run.sh")" \
+    T new-session -d -s "$session" -c "$dir" "bash $(shq "$dir/$rd/remote-run.sh")" \
       || err "tmux could not start the run"
     echo "$job" > runs/.remote-last
     echo "started '$job' on the server in tmux session $session (log: $dir/$rd/remote.log)" ;;

@@ -1,5 +1,6 @@
 """Stage 3, synthetic data with the Message Batches API (enlace.synth): against a fake client that answers in
 reversed or shuffled order and can be killed at every stage, then once through the real SDK over an HTTP mock transport."""
+import hashlib
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import yaml
 
 import enlace.synth as gen
 from enlace.synth import (JobError, collect, cost, expand, job_state, load_spec, main, read_records, submit)
@@ -555,3 +557,160 @@ def test_family_tools_spec_plans_and_its_outputs_become_conversations(tmp_path, 
     assert "1 train, 0 val, 1 rejected" in capsys.readouterr().out
     conv = read_conversations(job / "conversations/train.jsonl")[0]
     assert conv["messages"][1]["tool_calls"] == [{"name": "list_add", "arguments": {"list": "compra", "items": ["leche"]}}]
+
+
+# ---------------------------------------------------------------- issue 19: key order, edited specs, format specs, lock
+
+def reorder(x):
+    "Every mapping with its keys in reverse order, all the way down."
+    if isinstance(x, dict):
+        return {k: reorder(x[k]) for k in reversed(list(x))}
+    return [reorder(v) for v in x] if isinstance(x, list) else x
+
+
+def reordered(p: Path) -> Path:
+    "A copy of spec file `p` with every mapping reordered (same content, other key order)."
+    q = p.with_name(p.stem + "-r.yaml")
+    q.write_text(yaml.safe_dump(reorder(yaml.safe_load(p.read_text(encoding="utf-8"))), sort_keys=False,
+                                allow_unicode=True), encoding="utf-8")
+    return q
+
+
+def ids_of(spec) -> list[str]:
+    return [r["custom_id"] for r in expand(spec)]
+
+
+def legacy_id(params, sample=0) -> str:
+    "custom_id as the code before issue 19 computed it: the JSON of the params in the spec's key order."
+    text = json.dumps({"params": params, "sample": sample}, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def test_reordered_keys_keep_every_id(tmp_path, capsys):
+    p = write_spec(tmp_path, SCHEMA + "prices: {input: 1, output: 5}\nseeds: [{a: 1, b: 2}]\n")
+    spec, job, server = load_spec(p), tmp_path / "job", Server()
+    run(FakeClient(server), spec, job)
+    q = reordered(p)
+    spec2 = load_spec(q)
+    assert list(spec2["schema"]) == list(reversed(list(spec["schema"])))  # the order did change...
+    assert sorted(ids_of(spec2)) == sorted(ids_of(spec))  # ...and no id did
+    capsys.readouterr()
+    assert main(["plan", str(q), "--dir", str(job)]) == 0
+    assert "to submit: 0 requests" in capsys.readouterr().out
+    assert submit(FakeClient(server), spec2, job, log=noop) == [] and server.creates == 3
+
+
+@pytest.mark.parametrize("stage", ["collected", "in_flight"])
+@pytest.mark.parametrize("first", ["same order", "reordered", "same order, requests.jsonl lost"])
+def test_a_job_from_before_canonical_ids_is_not_paid_again(tmp_path, monkeypatch, capsys, stage, first):
+    "A job submitted with the old ids (keys in spec order) is recognised: nothing is sent or dropped, in any order."
+    p, job = write_spec(tmp_path, SCHEMA), tmp_path / "job"
+    server = Server(polls_to_end=0 if stage == "collected" else 1)
+    with monkeypatch.context() as m:  # the code before issue 19
+        m.setattr(gen, "custom_id", legacy_id)
+        spec = load_spec(p)
+        if stage == "collected":
+            run(FakeClient(server), spec, job)
+        else:
+            submit(FakeClient(server), spec, job, log=noop)
+        old = ids_of(spec)
+    # what that code left on disk: requests.jsonl with these four keys, nothing else
+    recs = [{k: r[k] for k in ("custom_id", "inputs", "sample", "params")} for r in read_records(job / "requests.jsonl")]
+    (job / "requests.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+    for f in set(job.iterdir()) - {job / n for n in ("requests.jsonl", "intents.jsonl", "batches.jsonl",
+                                                      "results.jsonl", "errors.jsonl")}:
+        f.unlink()
+    if first.endswith("lost"):  # only the spec can say what the old ids were
+        (job / "requests.jsonl").unlink()
+    assert set(old).isdisjoint(ids_of(load_spec(p)))  # the id scheme did change
+    q = reordered(p) if first == "reordered" else p
+    capsys.readouterr()
+    assert main(["plan", str(q), "--dir", str(job)]) == 0
+    out = capsys.readouterr().out
+    assert "to submit: 0 requests" in out and ("8 done" if stage == "collected" else "8 in flight") in out, out
+    run(FakeClient(server), load_spec(q), job)
+    assert server.creates == 3 and sorted(server.sent()) == sorted(old)
+    assert "8 results of the current spec, 0 of an earlier version" in capsys.readouterr().out
+    rows = read_records(job / "dataset.jsonl")
+    assert sorted(r["custom_id"] for r in rows) == sorted(old)  # a row keeps the id its result came back under
+    assert all(r["current_spec"] and r["output"] == {"consejo": "Respuesta a: " + r["prompt"]} for r in rows)
+    # once the new code has seen the job, any key order is recognised
+    q2 = reordered(q)
+    assert submit(FakeClient(server), load_spec(q2), job, log=noop) == [] and server.creates == 3
+    assert gen.summary(job, load_spec(q2))["done"] == N
+
+
+def test_an_edited_spec_keeps_every_result_already_paid_for(tmp_path, monkeypatch, capsys):
+    server = Server(polls_to_end=1)
+    monkeypatch.setattr(gen, "make_client", lambda env_file: FakeClient(server))
+    p, job = write_spec(tmp_path), tmp_path / "spec"
+    assert main(["submit", str(p)]) == 0
+    first = ids_of(load_spec(p))
+    p.write_text(p.read_text(encoding="utf-8").replace("las pantallas", "el móvil"), encoding="utf-8")  # 2 of 8 change
+    capsys.readouterr()
+    assert main(["collect", str(p), "--poll", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "6 results of the current spec, 2 of an earlier version" in out, out
+    rows = read_records(job / "dataset.jsonl")
+    assert sorted(r["custom_id"] for r in rows) == sorted(first)  # every result held is written
+    earlier = [r for r in rows if not r["current_spec"]]
+    assert len(earlier) == 2 and all("las pantallas" in r["prompt"] for r in earlier)
+    assert all(r["output"] == "Respuesta a: " + r["prompt"] for r in rows)
+    # the two new prompts are submitted; the earlier results stay in the dataset, after the current ones
+    assert main(["submit", str(p)]) == 0 and server.creates == 4
+    assert main(["collect", str(p), "--poll", "0", "--no-progress"]) == 0
+    assert "8 results of the current spec, 2 of an earlier version" in capsys.readouterr().out
+    rows = read_records(job / "dataset.jsonl")
+    assert [r["custom_id"] for r in rows[:N]] == ids_of(load_spec(p)) and len(rows) == N + 2
+    assert [r["current_spec"] for r in rows] == [True] * N + [False] * 2
+
+
+def test_results_are_checked_against_the_schema_they_were_sent_with(tmp_path, capsys):
+    p, job = write_spec(tmp_path, SCHEMA), tmp_path / "job"
+    server = Server(polls_to_end=1)
+    submit(FakeClient(server), load_spec(p), job, log=noop)
+    p.write_text(p.read_text().replace("required: [consejo]", "required: [consejo, fuente]"))  # every id changes
+    collect(FakeClient(server), load_spec(p), job, poll=0, sleep=noop, progress=False)
+    assert "0 results of the current spec, 8 of an earlier version" in capsys.readouterr().out
+    assert read_records(job / "errors.jsonl") == [] and len(read_records(job / "dataset.jsonl")) == N
+
+
+@pytest.mark.parametrize("old, new, culprit", [
+    ("{tema}", "{tema:05d}", "spec.yaml: user: {tema:05d} cannot format 'el sueño' (str, variables.tema[0]): "
+                             "Unknown format code 'd' for object of type 'str'"),
+    ("{tema}", "{tema:zz}", "spec.yaml: user: {tema:zz} cannot format 'el sueño' (str, variables.tema[0]): "
+                            "Unknown format code 'z'"),
+    ("{tema}", "{tema!x}", "spec.yaml: user: {tema!x} cannot format 'el sueño' (str, variables.tema[0]): "
+                           "Unknown conversion specifier x"),
+    ("{tema}", "{tema:{anchura}}", "spec.yaml: seeds[0]: no value for {anchura} (did you mean 'ancho'?)"),
+    ("{tema}", "{tema:{0}}", "spec.yaml: user: {0} must be a plain variable name"),
+    ("{tema}", "{tema:>{ancho}}", "spec.yaml: user: {tema:>{ancho}} cannot format 'el sueño' (str, variables.tema[0]), "
+                                  "'diez' (str, seeds[0].ancho): "),
+    ("{tema}", "{tema} {n:05d}", "spec.yaml: user: {n:05d} cannot format 'tres' (str, seeds[1].n): "
+                                 "Unknown format code 'd' for object of type 'str'"),
+])
+def test_a_template_that_cannot_format_a_value_is_one_line(tmp_path, capsys, old, new, culprit):
+    p = write_spec(tmp_path, "seeds: [{n: 3, ancho: diez}, {n: tres, ancho: 5}]\n")
+    p.write_text(p.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")
+    assert main(["plan", str(p)]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and len(out.err.strip().splitlines()) == 1 and culprit in out.err, out.err
+
+
+def test_a_second_command_on_a_busy_job_is_one_line(tmp_path, monkeypatch, capsys):
+    spec, job = write_spec(tmp_path), tmp_path / "spec"
+    code = ("import sys, time\nfrom enlace.common import own_folder\nwith own_folder(sys.argv[1], 'test'):\n"
+            "    print('ready', flush=True)\n    time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(job)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        server = Server()
+        monkeypatch.setattr(gen, "make_client", lambda env_file: FakeClient(server))
+        assert main(["submit", str(spec)]) == 1
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"pid {holder.pid}" in err and "enlace.synth command" in err, err
+        assert server.creates == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["submit", str(spec)]) == 0  # the lock went with its holder

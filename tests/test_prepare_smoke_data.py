@@ -18,7 +18,7 @@ from conftest import ROOT
 
 SCRIPT = ROOT / "scripts/prepare_smoke_data.sh"
 ENV = {**os.environ, "ENLACE_PYTHON": sys.executable}
-PREP = ("--", "--no-progress", "--val-per-mille", "100")
+PREP = ("--", "--no-progress", "--val-per-mille", "300")  # tiny corpora: enough for a validation split
 WORDS = ("el niño la señora don Ramón doña Perfecta el cura la huerta Madrid la aldea el río las cerezas un café "
          "comió miró dijo volvió soñaba escribía cantaba pensó quería ¿verdad? ¡ay! mañana ayer despacio").split()
 

@@ -1,10 +1,13 @@
 """scripts/remote.sh for real: an OpenSSH server on 127.0.0.1 (throwaway host and client keys, its own tmux
 folder), a copy of the repo and a remote folder whose paths contain spaces, then sync -> run (smoke config, 20
 steps) -> logs -> status -> fetch. The SSH client following the log is killed mid-run; the run must finish anyway.
-Also: bad or missing settings are one line and exit code 2."""
+Also: bad or missing settings are one line and exit code 2; ENLACE_REMOTE_DIR can never be the home, / or a
+system folder, however it is spelled; arguments survive a dash login shell on the server byte for byte."""
+import contextlib
 import getpass
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -39,10 +42,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def remote_sh(repo: Path, env_file: Path, *args, timeout=120):
-    "Run the repo copy's scripts/remote.sh with settings from env_file only."
+def remote_sh(repo: Path, env_file: Path, *args, timeout=120, path=None):
+    "Run the repo copy's scripts/remote.sh with settings from env_file only (and PATH=path if given)."
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENLACE_REMOTE_")}
     env["ENLACE_ENV_FILE"] = str(env_file)
+    if path: env["PATH"] = path
     return subprocess.run(["bash", str(repo / "scripts/remote.sh"), *map(str, args)], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -64,8 +68,10 @@ def server(tmp_path_factory):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "enlace-test", "-f", str(tmp / name)], check=True)
     (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
     (tmp / "tmux").mkdir()
-    port = free_port()
+    port, dash_port = free_port(), free_port()
+    # on dash_port the login shell is, in effect, dash: it parses the command line that ssh sends
     (tmp / "sshd_config").write_text(f"""Port {port}
+Port {dash_port}
 ListenAddress 127.0.0.1
 HostKey {tmp}/host_key
 PidFile {tmp}/sshd.pid
@@ -78,6 +84,8 @@ AllowUsers {getpass.getuser()}
 UsePAM no
 StrictModes no
 SetEnv TMUX_TMPDIR={tmp}/tmux
+Match LocalPort {dash_port}
+    ForceCommand exec dash -c "$SSH_ORIGINAL_COMMAND"
 """)
     log = open(tmp / "sshd.log", "w")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stdout=log, stderr=subprocess.STDOUT)
@@ -89,7 +97,7 @@ SetEnv TMUX_TMPDIR={tmp}/tmux
         except OSError:
             if time.time() > deadline: proc.kill(); pytest.fail("sshd did not listen within 15 s")
             time.sleep(0.1)
-    yield {"tmp": tmp, "port": port, "key": tmp / "client_key", "known_hosts": tmp / "known_hosts"}
+    yield {"tmp": tmp, "port": port, "dash_port": dash_port, "key": tmp / "client_key", "known_hosts": tmp / "known_hosts"}
     # our tmux server (its own socket folder), then our sshd
     subprocess.run(["tmux", "-L", "enlace", "kill-server"], env={**os.environ, "TMUX_TMPDIR": str(tmp / "tmux")},
                    capture_output=True)
@@ -268,3 +276,139 @@ def test_status_needs_no_rsync(server, tmp_path):
     r = subprocess.run(["bash", str(ROOT / "scripts/remote.sh"), "sync"], cwd=ROOT, capture_output=True, text=True,
                        timeout=60, env={**os.environ, "PATH": str(bin_dir), "ENLACE_ENV_FILE": str(env)})
     assert r.returncode != 0 and "rsync is not installed here" in r.stderr, r.stderr
+
+
+HOME = pwd.getpwuid(os.getuid()).pw_dir  # the SSH user's home on the test server (this machine)
+MARKER = ".enlace-remote"  # what `sync` leaves in a folder it owns; `sync --delete` trusts it
+
+
+def shims(folder: Path, log: Path) -> str:
+    "PATH with an ssh that logs its call and runs the real one, and an rsync that only logs (nothing is ever copied)."
+    bin_dir = folder / "shims"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ssh").write_text(f'#!/bin/sh\necho ssh >> "{log}"\nexec "{TOOLS["ssh"]}" "$@"\n')
+    (bin_dir / "rsync").write_text(f'#!/bin/sh\necho rsync >> "{log}"\n')
+    for f in bin_dir.iterdir(): f.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+@contextlib.contextmanager
+def no_leftovers(spelled: str):
+    "Should the script regress, undo what its `prepare` did on the way: new markers, new (empty) folders."
+    full = HOME + spelled[1:] if spelled.startswith("~") else spelled
+    parts = full.split("/")
+    folders = sorted({os.path.realpath("/".join(parts[:i]) or "/") for i in range(1, len(parts) + 1)}, key=len)
+    existed = {f for f in folders if os.path.isdir(f)}
+    marked = {f for f in folders if os.path.exists(os.path.join(f, MARKER))}
+    try: yield
+    finally:
+        for f in reversed(folders):
+            if f not in marked and os.path.isfile(os.path.join(f, MARKER)): os.remove(os.path.join(f, MARKER))
+            if f not in existed and os.path.isdir(f):
+                with contextlib.suppress(OSError): os.rmdir(f)
+
+
+BROAD_DIRS = [  # (ENLACE_REMOTE_DIR, what the one-line refusal says)
+    *[(d, "resolves to the home folder itself; name a sub-folder") for d in ("~", "~/", "~/.", "~//", "~/./", "~/.//./")],
+    *[(d, "'..' is not supported") for d in ("~/foo/..", "~/enlace/../..", "/tmp/..")],
+    *[(d, "resolves to the root folder /;") for d in ("/", "//", "/.", "/./", "///.//")],
+    *[(d, "resolves to the top-level folder /etc;") for d in ("/etc", "/etc/", "//etc", "/./etc", "/etc/.", "/etc//")],
+    *[(d, f"resolves to the top-level folder /{d.strip('/')};") for d in ("/home/", "/usr", "/var", "/tmp", "/srv", "/data")],
+    *[(d, "resolves to the home folder /home/enlace-nobody; name a sub-folder such as /home/enlace-nobody/enlace")
+      for d in ("/home/enlace-nobody", "/home//enlace-nobody/.", "//home/./enlace-nobody/")],
+    ("/Users/enlace-nobody/", "resolves to the home folder /Users/enlace-nobody;"),
+    *[(d, f"inside the system folder {d[:4]};") for d in ("/usr/local", "/usr//local/", "/etc/ssh", "/var/lib", "/var/log/x")],
+    *[(HOME + tail, HOME) for tail in ("", "/", "/.", "//")],  # the SSH user's home, spelled out
+]
+
+
+@needs_tools
+@pytest.mark.parametrize("rdir,expect", BROAD_DIRS, ids=[d for d, _ in BROAD_DIRS])
+def test_broad_remote_dir_is_refused_before_anything_happens(server, tmp_path, rdir, expect):
+    "Issue 19, case 4: home, / and system folders are refused in every spelling; no marker, no rsync, no SSH."
+    log = tmp_path / "calls.log"
+    log.touch()
+    env = write_env(tmp_path / "broad.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=server["port"],
+                    KEY=server["key"], DIR=rdir, KNOWN_HOSTS=server["known_hosts"])
+    where = os.path.realpath(HOME + rdir[1:] if rdir.startswith("~") else rdir)  # the folder it names on the server
+    had_marker = os.path.exists(os.path.join(where, MARKER))
+    for args in (("sync",), ("sync", "--delete")):
+        with no_leftovers(rdir):
+            r = remote_sh(ROOT, env, *args, path=shims(tmp_path / args[-1], log))
+            marked = not had_marker and os.path.exists(os.path.join(where, MARKER))
+        assert r.returncode != 0 and r.stdout == "", (args, r.returncode, r.stdout, r.stderr)
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("remote: ENLACE_REMOTE_DIR") and expect in r.stderr, (args, r.stderr)
+        calls = log.read_text().split()
+        assert "rsync" not in calls, f"{args}: rsync ran for ENLACE_REMOTE_DIR={rdir}"
+        if not rdir.startswith(HOME):  # the home spelled out may only be known as such on the server (exit 1)
+            assert r.returncode == 2 and f"ENLACE_REMOTE_DIR='{rdir}'" in r.stderr and calls == [], (args, r.returncode, calls, r.stderr)
+        assert not marked, f"{args}: a marker was written in {where}"
+
+
+
+@needs_tools
+@pytest.mark.parametrize("target,expect", [(HOME, f"is the home folder {HOME} on the server"),
+                                           ("/", "is the root folder / on the server"),
+                                           ("/etc", "is the top-level folder /etc on the server")], ids=["home", "root", "etc"])
+def test_remote_dir_through_a_symlink_is_refused_on_the_server(server, tmp_path, target, expect):
+    "Issue 19, case 4: what the folder physically is counts too (a symlink, the home under another name)."
+    link = tmp_path / "remote side" / "enlace"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    log = tmp_path / "calls.log"
+    log.touch()
+    env = write_env(tmp_path / "link.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=server["port"],
+                    KEY=server["key"], DIR=link, KNOWN_HOSTS=server["known_hosts"])
+    had_marker = os.path.exists(os.path.join(target, MARKER))
+    for args in (("sync",), ("sync", "--delete")):
+        with no_leftovers(target):
+            r = remote_sh(ROOT, env, *args, path=shims(tmp_path / args[-1], log))
+            marked = not had_marker and os.path.exists(os.path.join(target, MARKER))
+        assert r.returncode == 1 and r.stdout == "", (args, r.returncode, r.stdout, r.stderr)
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("remote: ENLACE_REMOTE_DIR: ") and expect in r.stderr, (args, r.stderr)
+        assert "rsync" not in log.read_text().split(), f"{args}: rsync ran into {target}"
+        assert not marked, f"{args}: a marker was written in {target}"
+
+
+@needs_tools
+def test_a_plain_sync_into_a_users_folder_never_arms_delete(server, tmp_path):
+    "Issue 19, case 4: sync into a non-empty folder it did not make leaves no marker, so --delete stays refused."
+    rdir = tmp_path / "remote side" / "projects"
+    rdir.mkdir(parents=True)
+    (rdir / "thesis.tex").write_text("years of work\n")
+    env = write_env(tmp_path / "p.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=server["port"],
+                    KEY=server["key"], DIR=rdir, KNOWN_HOSTS=server["known_hosts"], VENV=sys.prefix)
+    ok(remote_sh(ROOT, env, "sync"), "sync into a user's folder")
+    assert not (rdir / MARKER).exists()
+    r = remote_sh(ROOT, env, "sync", "--delete")
+    assert r.returncode != 0 and "did not put there; refusing --delete" in r.stderr, r.stderr
+    assert (rdir / "thesis.tex").read_text() == "years of work\n"
+
+
+@needs_tools
+@pytest.mark.skipif(not shutil.which("dash"), reason="dash not installed")
+def test_arguments_survive_a_dash_login_shell(server, tmp_path):
+    "Issue 19, case 11c: the server's login shell is dash (no $'...'); run's ARGS reach the run byte for byte."
+    rdir = tmp_path / "remote side" / "enlace"  # no sync needed: the config is put there by hand
+    (rdir / "configs/runs").mkdir(parents=True)
+    shutil.copy(ROOT / "configs/runs/smoke-cpu.yaml", rdir / "configs/runs")
+    venv = tmp_path / "fake venv"  # its python records its arguments instead of training
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").write_text(f"#!{sys.executable}\nimport json, sys\njson.dump(sys.argv[1:], open('argv.json', 'w'))\n")
+    (venv / "bin/python").chmod(0o755)
+    env = write_env(tmp_path / "dash.env", HOST="127.0.0.1", USER=getpass.getuser(), PORT=server["dash_port"],
+                    KEY=server["key"], DIR=rdir, KNOWN_HOSTS=server["known_hosts"], VENV=venv)
+    pwned = tmp_path / "pwned"
+    args = [f"two words\nsecond line, it's $(touch {pwned}1) `touch {pwned}2` $HOME \\ 'quoted' \"dq\" end",
+            "", "it's", "ends with a newline\n", "\n", "train.seed=7", "*"]
+    r = ok(remote_sh(ROOT, env, "run", "--name", "dash-args", "configs/runs/smoke-cpu.yaml", *args), "run over dash")
+    assert "started 'dash-args'" in r.stdout, r.stdout
+    done = rdir / "runs/dash-args/remote.exit"
+    deadline = time.time() + 30
+    while not done.exists():
+        assert time.time() < deadline, (rdir / "runs/dash-args/remote.log").read_text()[-2000:]
+        time.sleep(0.1)
+    assert done.read_text().strip() == "0", (rdir / "runs/dash-args/remote.log").read_text()[-2000:]
+    got = json.loads((rdir / "argv.json").read_text())
+    assert got == ["-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *args, "--out", "runs/dash-args"], got
+    assert not list(tmp_path.glob("pwned*")), "an argument was run as a command"
