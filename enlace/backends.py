@@ -14,9 +14,11 @@ import platform
 import shutil
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -24,9 +26,9 @@ from .common import atomic_write_json
 from .config import HardwareConfig
 
 # %% auto #0
-__all__ = ['KERNELS', 'DTYPES', 'DATASHEET_TFLOPS', 'DeviceInfo', 'describe_device', 'HardwareError', 'suggest_profile',
-           'check_hardware', 'setup', 'autocast', 'grad_scaler', 'attention_kernel', 'maybe_compile',
-           'measure_matmul_flops', 'cpu_peak_flops', 'peak_flops']
+__all__ = ['KERNELS', 'RENDEZVOUS', 'DTYPES', 'DATASHEET_TFLOPS', 'DeviceInfo', 'describe_device', 'HardwareError',
+           'suggest_profile', 'check_hardware', 'setup', 'distributed', 'collective_device', 'autocast', 'grad_scaler',
+           'attention_kernel', 'maybe_compile', 'measure_matmul_flops', 'cpu_peak_flops', 'peak_flops']
 
 # %% ../nbs/02_backends.ipynb #f690e0bd
 KERNELS = {
@@ -160,11 +162,49 @@ def check_hardware(hw: HardwareConfig, dev: DeviceInfo) -> None:
         )
 
 # %% ../nbs/02_backends.ipynb #6c152f4e
-def setup(hw: HardwareConfig, dev: DeviceInfo | None = None) -> tuple[torch.device, DeviceInfo]:
+def setup(hw: HardwareConfig, dev: DeviceInfo | None = None, local_rank: int = 0) -> tuple[torch.device, DeviceInfo]:
     "Validate `hw` against the real device (or `dev`); return the torch device to train on and its description."
     dev = dev or describe_device(hw.device)
     check_hardware(hw, dev)
-    return torch.device("cuda:0" if hw.device == "cuda" else "cpu"), dev
+    return torch.device(f"cuda:{local_rank}" if hw.device == "cuda" else "cpu"), dev
+
+
+RENDEZVOUS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
+
+
+def distributed(hw: HardwareConfig) -> tuple[int, int, int]:
+    "(rank, world size, local rank): from torchrun's environment, opening the process group; (0, 1, 0) without it."
+    env = os.environ
+    if int(env.get("WORLD_SIZE", "1")) <= 1:
+        return 0, 1, 0
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), int(env.get("LOCAL_RANK", "0"))
+    missing = [k for k in RENDEZVOUS if k not in env]
+    if missing:
+        raise HardwareError(
+            f"WORLD_SIZE={env['WORLD_SIZE']} but {', '.join(missing)} not set: start the run with "
+            "torchrun --nproc_per_node N -m enlace.train RUN.yaml (or unset WORLD_SIZE)"
+        )
+    local = int(env["LOCAL_RANK"])
+    if hw.device == "cuda":
+        if local >= torch.cuda.device_count():
+            raise HardwareError(f"LOCAL_RANK={local} but this machine has {torch.cuda.device_count()} CUDA device(s)")
+        torch.cuda.set_device(local)
+    try:
+        dist.init_process_group(
+            "nccl" if hw.device == "cuda" else "gloo", timeout=timedelta(seconds=hw.collective_timeout_s)
+        )
+    except (RuntimeError, ValueError) as e:  # the rendezvous cannot be reached
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HardwareError(
+            f"torch.distributed: cannot join the rendezvous at {env['MASTER_ADDR']}:{env['MASTER_PORT']} ({detail})"
+        ) from None
+    return dist.get_rank(), dist.get_world_size(), local
+
+
+def collective_device() -> str:
+    "Where the tensors of a collective must live: nccl moves CUDA tensors only, gloo CPU ones."
+    return "cuda" if dist.get_backend() == "nccl" else "cpu"
 
 # %% ../nbs/02_backends.ipynb #eb6ae9a4
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -73,9 +73,9 @@ def rng_state() -> tuple[dict, dict]:
     }
 
 
-def set_rng_state(tensors: dict, js: dict) -> None:
-    "Restore what rng_state saved."
-    torch.set_rng_state(tensors["torch_cpu"])
+def set_rng_state(tensors: dict, js: dict, rank: int = 0) -> None:
+    "Restore what rng_state saved; rank `rank` of a torchrun job takes its own CPU generator when it was saved."
+    torch.set_rng_state(tensors.get(f"torch_cpu_rank{rank}", tensors["torch_cpu"]))
     cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("torch_cuda_"))]
     if cuda and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda)
@@ -135,7 +135,13 @@ def _write_checkpoint(tmp: Path, step: int, model, opt_tensors: dict, rng_tensor
 
 
 def save_checkpoint(
-    ckpt_dir, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, manifest: dict, keep_last: int
+    ckpt_dir,
+    step: int,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    manifest: dict,
+    keep_last: int,
+    rng_extra: dict | None = None,
 ) -> Path:
     "Write checkpoint `step` atomically (tmp dir, fsync, rename), point `latest` at it, keep the last `keep_last`."
     ckpt_dir = Path(ckpt_dir)
@@ -147,6 +153,7 @@ def save_checkpoint(
     names = {p: n for n, p in model.named_parameters()}
     opt_tensors, groups = optimizer_to_tensors(opt, names)
     rng_tensors, rng_json = rng_state()
+    rng_tensors.update(rng_extra or {})  # torchrun: the generators of the other ranks
     try:
         _write_checkpoint(
             tmp, step, model, opt_tensors, rng_tensors, {**manifest, "optimizer_groups": groups}, rng_json
@@ -154,7 +161,7 @@ def save_checkpoint(
     except BaseException as e:  # disk full, Ctrl-C: nothing half-written stays behind, the last checkpoint is intact
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, (OSError, SafetensorError)):
-            raise write_error(tmp, e) from None
+            raise write_error(ckpt_dir / name, e) from None
         raise
     final = ckpt_dir / name
     if final.exists():
@@ -206,7 +213,9 @@ def find_checkpoint(ckpt_dir, warn=print) -> Path | None:
     return None
 
 # %% ../nbs/09_checkpoint.ipynb #ebad1141
-def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_config: dict) -> dict:
+def load_checkpoint(
+    path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_config: dict, rank: int = 0
+) -> dict:
     "Load weights, optimizer and RNG state into place; return the manifest. Refuses a different model shape."
     path = Path(path)
     man = json.loads((path / "manifest.json").read_text())
@@ -222,7 +231,7 @@ def load_checkpoint(path, model: torch.nn.Module, opt: torch.optim.Optimizer, mo
     names = {p: n for n, p in model.named_parameters()}
     # on the CPU: Optimizer.load_state_dict moves moments to their parameter's device and keeps `step` where it belongs
     optimizer_from_tensors(opt, names, load_file(path / "optimizer.safetensors"), man["optimizer_groups"])
-    set_rng_state(load_file(path / "rng.safetensors"), man["rng"])
+    set_rng_state(load_file(path / "rng.safetensors"), man["rng"], rank)
     return man
 
 # %% ../nbs/09_checkpoint.ipynb #c5af5a0e
@@ -238,7 +247,11 @@ def bundle_tokenizer(tok: Tokenizer, out_dir) -> dict:
     if not dst.is_dir():  # content-addressed: a folder of that name already holds this tokenizer
         tmp = Path(out_dir) / f".tokenizer-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(tok.path, tmp)
+        try:
+            shutil.copytree(tok.path, tmp)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise write_error(dst, e) from None
         os.replace(tmp, dst)
     return {**tok.entry(), "dir": dst.name}
 
@@ -255,6 +268,8 @@ def export_model(model: Transformer, out_dir, tok: Tokenizer, manifest: dict | N
     "Write `model-<sha256[:12]>.safetensors`, its `.json` manifest (config, tokenizer, `manifest`) and tokenizer."
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale(out_dir, ".model-*")  # an export killed half-way: a model-sized file nobody will finish
+    clean_stale(out_dir, ".tokenizer-*")
     if tok.vocab_size != model.cfg.vocab_size:
         raise ModelFileError(
             f"{out_dir}: tokenizer has {tok.vocab_size} tokens, model.vocab_size is {model.cfg.vocab_size}"
@@ -333,8 +348,11 @@ def load_model(path, device="cpu") -> tuple[Transformer, Tokenizer, dict]:
         raise ModelFileError(f"{path}: content does not match its sha256 (corrupted or renamed); re-export it")
     with safe_open(path, "pt") as f:
         stored = (f.metadata() or {}).get("enlace")  # None in files exported before the manifest was covered
-    if stored is not None and (inside := json.loads(stored)) != covered(man):
-        k = next(k for k in COVERED if inside.get(k) != man.get(k))
+    inside = json.loads(stored) if stored is not None else None
+    # only this version's COVERED keys: a key a later version adds to the header is not compared
+    differ = [k for k in COVERED if inside.get(k) != man.get(k)] if inside is not None else []
+    if differ:
+        k = differ[0]
         raise ModelFileError(
             f"{path.with_suffix('.json')}: its {k!r} entry disagrees with the model file "
             f"(hand-edited?); restore it: {json.dumps(inside.get(k))}"

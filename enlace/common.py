@@ -23,8 +23,9 @@ except ImportError:  # Windows
     fcntl = None
 
 # %% auto #0
-__all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem', 'FolderBusy',
-           'own_folder', 'pid_alive', 'progress_interval', 'closest', 'short_repr', 'error_line', 'run_cli']
+__all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem', 'FolderError',
+           'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'closest', 'short_repr', 'error_line',
+           'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -79,7 +80,11 @@ def write_problem(e: Exception, path, denied_fix: str = "write somewhere you may
     return f"{path}: cannot write ({type(e).__name__}: {reason})"
 
 # %% ../nbs/01_common.ipynb #7e767994
-class FolderBusy(RuntimeError):
+class FolderError(RuntimeError):
+    "A folder that cannot be owned (a file by that name, no permission); one line naming it and the way out."
+
+
+class FolderBusy(FolderError):
     "Another live process owns the folder; one line naming it, its pid and the way out."
 
 
@@ -90,7 +95,13 @@ _OWNED: dict[str, list] = {}  # folders this process owns: resolved path -> [ope
 def own_folder(path, what: str = "run"):
     "Own folder `path` (created if missing) for the block: an flock on `path/.lock` the OS releases on death."
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    if path.exists() and not path.is_dir():
+        raise FolderError(f"{path}: a file, not a folder; name a folder (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        f = None if str(path.resolve()) in _OWNED else open(path / ".lock", "a+")
+    except OSError as e:
+        raise FolderError(write_problem(e, path, "use a folder you may write to")) from None
     key = str(path.resolve())
     if key in _OWNED:  # re-entrant: main() holds it, train() asks again
         _OWNED[key][1] += 1
@@ -99,7 +110,6 @@ def own_folder(path, what: str = "run"):
         finally:
             _OWNED[key][1] -= 1
         return
-    f = open(path / ".lock", "a+")
     if fcntl is not None:  # no flock on Windows: one process at a time there is the user's care
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -110,10 +120,15 @@ def own_folder(path, what: str = "run"):
             raise FolderBusy(
                 f"{path}: in use by another {what} (pid {holder}); wait for it to finish or use another folder"
             ) from None
-    f.seek(0)
-    f.truncate()
-    f.write(f"{os.getpid()}\n")
-    f.flush()
+        except OSError as e:  # a file system without flock (NFS mounted nolock, some FUSE): say so, go on
+            print(f"warning: {path}: no lock ({e.strerror}); run one {what} at a time in it", file=sys.stderr)
+    try:
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+    except OSError:
+        pass  # the pid is only for the message of a second process; the lock itself is held
     _OWNED[key] = [f, 1]
     try:
         yield path

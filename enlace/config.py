@@ -73,6 +73,7 @@ class HardwareConfig(Schema):
     min_torch: str | None = None
     min_cuda: str | None = None
     min_memory_gb: PositiveFloat | None = None
+    collective_timeout_s: PositiveFloat = 600.0  # torchrun: a collective that waits longer fails the job
 
     @field_validator("dtype")
     @classmethod

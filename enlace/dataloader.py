@@ -67,15 +67,15 @@ class Loader:
         # so a resumed run (which restores only epoch and pos) sees exactly the batches it would have seen
         return torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed * 1_000_003 + epoch))
 
-    def next(self) -> dict:
-        "The next batch, moving to the next epoch when this one cannot fill a batch."
+    def next(self, build: bool = True) -> dict | None:
+        "The next batch, moving to the next epoch when this one cannot fill a batch; `build=False` only skips it."
         if self.pos + self.batch > self.n:  # the epoch's tail that cannot fill a batch is skipped, not padded
             self.epoch, self.pos = self.epoch + 1, 0
         if self._order is None or self._order[0] != self.epoch:
             self._order = (self.epoch, self.order(self.epoch))
         idx = self._order[1][self.pos : self.pos + self.batch].tolist()
         self.pos += self.batch
-        return self.make_batch(idx)
+        return self.make_batch(idx) if build else None  # data parallelism: another rank's micro-batch
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "pos": self.pos}

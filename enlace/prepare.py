@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from enlace.common import (
     NO_ROOM,
-    FolderBusy,
+    FolderError,
     atomic_write_json,
     errno_of,
     own_folder,
@@ -616,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not a.no_progress,
             min_chars=a.min_chars,
         )
-    except (PrepareError, FolderBusy) as e:
+    except (PrepareError, FolderError) as e:
         print(f"prepare error: {e}", file=sys.stderr)
         return 2
     except UnicodeDecodeError as e:

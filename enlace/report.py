@@ -35,13 +35,20 @@ def text_figures(model, tok, man: dict, heldout: list, prompts=PROMPTS, max_toke
 
 # %% ../nbs/13_report.ipynb #0654b50a
 def _last_eval(run_dir: Path) -> dict:
-    "val_loss and val_bpb of the last evaluated step in metrics.jsonl (empty when none)."
-    last = {}
+    "val_loss/val_bpb of the last evaluated step in metrics.jsonl, and the ranks of a run resumed with others."
+    last, ranks = {}, []
     path = run_dir / "metrics.jsonl"
     for line in path.read_text().splitlines() if path.is_file() else []:
         rec = json.loads(line)
         if rec.get("val_loss") is not None:
             last = {"val_loss": rec["val_loss"], "val_bpb": rec.get("val_bpb"), "val_step": rec["step"]}
+        if not ranks or ranks[-1] != rec.get("ranks", 1):
+            ranks.append(rec.get("ranks", 1))
+    if len(ranks) > 1:  # torchrun with another number of processes: the same run, not bit for bit
+        last["ranks"] = ranks
+        last["ranks_note"] = (
+            "resumed with another number of ranks: same global batch, losses equal within float tolerance"
+        )
     return last
 
 # %% ../nbs/13_report.ipynb #153dbb73

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 from tqdm import tqdm
 
 from enlace.common import (
-    FolderBusy,
+    FolderError,
     atomic_write,
     closest,
     error_line,
@@ -1046,7 +1046,7 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (JobError, FolderBusy) as e:
+    except (JobError, FolderError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except Exception as e:

@@ -8,16 +8,21 @@ Docs: https://enlace-lm.github.io/enlace/trainer.html.md"""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import os
 import random
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from . import backends
@@ -31,7 +36,15 @@ from enlace.checkpoint import (
     step_dirs,
     verify_checkpoint,
 )
-from .common import FolderBusy, atomic_write, atomic_write_json, own_folder, progress_interval, run_cli
+from enlace.common import (
+    FolderError,
+    atomic_write,
+    atomic_write_json,
+    own_folder,
+    progress_interval,
+    run_cli,
+    sha256_file,
+)
 from enlace.config import (
     ConfigError,
     RunConfig,
@@ -49,9 +62,9 @@ from .report import finish_run
 from .shards import ShardError
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'accumulate',
-           'eval_loss', 'check_base', 'check_resume', 'open_run', 'Diverged', 'check_finite', 'optimizer_step',
-           'checkpoint_state', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'all_sum',
+           'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree',
+           'open_run', 'Diverged', 'check_finite', 'optimizer_step', 'checkpoint_state', 'rank_rng', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -112,32 +125,50 @@ def set_lr(opt: torch.optim.Optimizer, lr: float, t: TrainConfig) -> None:
         g["lr"] = lr * (t.embed_lr_mult if g.get("embed") else 1.0)
 
 # %% ../nbs/11_trainer.ipynb #47a8d201
-def accumulate(model, micro: list[dict], hw, z_weight: float, scaler) -> dict:
-    "Forward+backward over the micro-batches of one step; returns summed ce, z and real-token count."
-    n = sum(int(b["mask"].sum()) for b in micro)  # the step's loss is a mean over all its real tokens
+def all_sum(*xs: float) -> list[float]:
+    "The sums over every rank of `xs` (float64 on the CPU: gloo's SUM, then the caller divides); `xs` alone."
+    if not dist.is_initialized():
+        return list(xs)
+    t = torch.tensor(xs, dtype=torch.float64, device=backends.collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int = 1) -> dict:
+    "Forward+backward over this rank's micro-batches of one step; returns the step's summed ce, z and token count."
+    n = sum(int(b["mask"].sum()) for b in micro)
+    n = int(all_sum(n)[0])  # the step's loss is a mean over the real tokens of every micro-batch of every rank
     ce = z = 0.0
-    for b in micro:
-        with backends.autocast(hw), backends.attention_kernel(hw):
+    for i, b in enumerate(micro):
+        # DDP averages the ranks' gradients (divides by world): dividing by n / world makes it their sum over n;
+        # it all-reduces in the last micro-batch's backward only
+        sync = model.no_sync() if isinstance(model, DistributedDataParallel) and i < len(micro) - 1 else nullcontext()
+        with sync, backends.autocast(hw), backends.attention_kernel(hw):
             out = lm_loss(model(b["input"]), b["target"], b["mask"])
-        scaler.scale((out["ce"] + z_weight * out["z"]) / n).backward()
+            scaler.scale((out["ce"] + z_weight * out["z"]) / (n / world)).backward()
         ce = ce + out["ce"].detach()  # kept as tensors: no device sync per micro-batch
         z = z + out["z"].detach()
-    return {"ce": float(ce), "z": float(z), "n": n}
+    ce, z = all_sum(float(ce), float(z))
+    return {"ce": ce, "z": z, "n": n}
 
 # %% ../nbs/11_trainer.ipynb #7c8b47ec
 @torch.no_grad()
-def eval_loss(model, loader, n_batches: int, hw, device) -> float:
-    "Mean cross-entropy (nats per real target token) over the first `n_batches` validation batches."
+def eval_loss(model, loader, n_batches: int, hw, device, rank: int = 0, world: int = 1) -> float:
+    "Mean cross-entropy (nats per real target token) over the first `n_batches` validation batches (split by rank)."
     model.eval()
     loader.load_state_dict({"epoch": 0, "pos": 0})
     ce = n = 0.0
-    for _ in range(min(n_batches, loader.n // loader.batch)):
-        b = {k: v.to(device) for k, v in loader.next().items()}
+    for i in range(min(n_batches, loader.n // loader.batch)):
+        b = loader.next(build=i % world == rank)
+        if b is None:
+            continue  # another rank's batch
+        b = {k: v.to(device) for k, v in b.items()}
         with backends.autocast(hw), backends.attention_kernel(hw):
             out = lm_loss(model(b["input"]), b["target"], b["mask"])
         ce += out["ce"].item()
         n += out["n"].item()
     model.train()
+    ce, n = all_sum(ce, n)
     return ce / n
 
 # %% ../nbs/11_trainer.ipynb #0f3d2c14
@@ -199,16 +230,54 @@ def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     if changed:
         log(f"resuming with changed settings: {desc(changed)}")
 
+
+def from_rank0(*xs: int) -> list[int]:
+    "Rank 0's values of the integers `xs` on every rank (a broadcast); `xs` alone without torchrun."
+    if not dist.is_initialized():
+        return list(xs)
+    t = torch.tensor(xs, dtype=torch.int64, device=backends.collective_device())
+    dist.broadcast(t, src=0)
+    return t.tolist()
+
+
+def check_world(cfg: RunConfig, world: int) -> int:
+    "Micro-batches per optimizer step (all ranks together); ConfigError when `world` ranks cannot share them."
+    accum, micro = grad_accum(cfg), micro_batch(cfg)
+    if accum % world:
+        fits = [m for m in range(micro, 0, -1) if cfg.train.batch_size % (m * world) == 0]
+        raise ConfigError(
+            f"train.batch_size: {cfg.train.batch_size} sequences in micro-batches of {micro} make {accum} per step, "
+            f"which {world} ranks cannot share; set hardware.batch_size={fits[0] if fits else 1} "
+            "(the global batch stays the same)"
+        )
+    return accum
+
+
+def check_ranks_agree(cfg: RunConfig, world: int) -> None:
+    "Refuse, before step 1, ranks whose resolved config or data manifest differ from rank 0's (one line)."
+    if world == 1:
+        return
+    manifest = Path(cfg.data.path or "") / "manifest.json"
+    data = sha256_file(manifest) if cfg.data.source == "shards" and manifest.is_file() else cfg.data.source
+    mine = bytes.fromhex(config_hash(cfg)) + hashlib.sha256(data.encode()).digest()[:8]
+    t = torch.tensor(list(mine), dtype=torch.uint8, device=backends.collective_device())
+    every = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(every, t)
+    for r, other in enumerate(every):
+        for what, sl in (("config", slice(0, 8)), ("data manifest", slice(8, 16))):
+            if not torch.equal(other[sl], every[0][sl]):
+                raise ConfigError(
+                    f"rank {r} and rank 0 disagree on the {what}: start every rank with the same run file, "
+                    "overrides and data"
+                )
+
 # %% ../nbs/11_trainer.ipynb #22ff26b7
-def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
-    "Device, data, model, optimizer and scaler for `cfg`, resumed from the latest valid checkpoint in `out_dir`."
-    hw, t = cfg.hardware, cfg.train
-    device, dev = backends.setup(hw)  # a profile this machine cannot honour stops here, before any data is read
-    ckpt_dir, metrics = out_dir / "checkpoints", out_dir / "metrics.jsonl"
+def _latest(ckpt_dir: Path, fresh: bool, metrics: Path, log) -> Path | None:
+    "Rank 0's part of opening a run folder: --fresh, then the checkpoint to resume from (refusing when all broken)."
     if fresh:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         metrics.unlink(missing_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir.parent.mkdir(parents=True, exist_ok=True)
     rejected = []  # said only when a usable one is found: otherwise the refusal below is the one line
     ckpt = find_checkpoint(ckpt_dir, warn=rejected.append)
     if ckpt is None and step_dirs(ckpt_dir):  # never train from step 0 over a run's checkpoints and metrics
@@ -219,6 +288,19 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         )
     for line in rejected:
         log(line)
+    return ckpt
+
+
+def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, world: int = 1, local: int = 0) -> dict:
+    "Device, data, model, optimizer and scaler for `cfg`, resumed from the latest valid checkpoint in `out_dir`."
+    hw, t = cfg.hardware, cfg.train
+    device, dev = backends.setup(hw, local_rank=local)  # a profile this machine cannot honour stops here
+    accum = check_world(cfg, world)
+    check_ranks_agree(cfg, world)
+    ckpt_dir, metrics = out_dir / "checkpoints", out_dir / "metrics.jsonl"
+    ckpt = _latest(ckpt_dir, fresh, metrics, log) if rank == 0 else None
+    step = from_rank0(int(ckpt.name.removeprefix("step_")) if ckpt else -1)[0]  # the one rank 0 chose, for all
+    ckpt = ckpt_dir / f"step_{step:07d}" if step >= 0 else None
     _seed_all(t.seed)  # the order of what follows fixes the random streams: keep it, or resume is no longer exact
     base = load_model(cfg.init_from) if cfg.init_from else None  # fine-tuning: (model, tokenizer, manifest)
     if base:
@@ -240,9 +322,12 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         "elapsed": 0.0,
         "base_sha256": base[2]["sha256"] if base else None,
         "ckpt_dir": ckpt_dir,
+        "rank": rank,
+        "world": world,
+        "accum": accum,
     }
     if ckpt is not None:
-        man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"))
+        man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"), rank)
         check_resume(man["config"], cfg, ckpt, log)
         if man.get("base_sha256") != run["base_sha256"]:  # init_from names a file or folder: its content may change
             raise CheckpointError(
@@ -256,7 +341,13 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log) -> dict:
         if man["grad_scaler"]:
             run["scaler"].load_state_dict(man["grad_scaler"])
         log(f"resumed from {ckpt} (step {run['step']}, {run['tokens']:,} tokens)")
-    _truncate_metrics(metrics, run["step"])
+        if man.get("world", 1) != world:
+            log(
+                f"the checkpoint was written by {man.get('world', 1)} rank(s), this run has {world}: same global batch; "
+                "losses match the uninterrupted run within float tolerance (the order of the sums changes)"
+            )
+    if rank == 0:
+        _truncate_metrics(metrics, run["step"])
     return run
 
 # %% ../nbs/11_trainer.ipynb #82a5be35
@@ -293,7 +384,7 @@ def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConf
     "One optimizer step at `lr` over the micro-batches: forward, backward, clip, step; returns (sums, grad norm)."
     t, opt, scaler = cfg.train, run["opt"], run["scaler"]
     set_lr(opt, lr, t)
-    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler)
+    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler, run["world"])
     scaler.unscale_(opt)  # clip the real gradients, not the fp16-scaled ones
     clip = t.grad_clip if t.grad_clip > 0 else float("inf")
     gnorm = torch.nn.utils.clip_grad_norm_(run["params"], clip).item()
@@ -315,45 +406,64 @@ def checkpoint_state(run: dict, cfg: RunConfig, step: int, lr: float, total: int
         "config": cfg.model_dump(mode="json"),
         "config_hash": config_hash(cfg),
         "base_sha256": run["base_sha256"],  # the init_from model's weights (None when trained from scratch)
+        "world": run["world"],  # ranks that wrote it: the same global batch resumes with any number that divides it
     }
+
+
+def rank_rng(world: int) -> dict:
+    "The CPU generator of every rank but 0 (rank 0's is in every checkpoint): {'torch_cpu_rank1': ...}."
+    if world == 1:
+        return {}
+    mine = torch.get_rng_state().to(backends.collective_device())
+    every = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(every, mine)
+    return {f"torch_cpu_rank{r}": every[r].cpu() for r in range(1, world)}
 
 # %% ../nbs/11_trainer.ipynb #7f983101
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
     "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
     out_dir = Path(out_dir)
-    with own_folder(out_dir, "training"):  # one process per run folder: a second one refuses, naming this pid
-        return _train(cfg, out_dir, fresh, progress, log)
+    rank, world, local = backends.distributed(cfg.hardware)  # (0, 1, 0) without torchrun
+    # one process per run folder (rank 0 under torchrun): a second one refuses, naming this pid
+    with own_folder(out_dir, "training") if rank == 0 else nullcontext():
+        return _train(cfg, out_dir, fresh, progress, log if rank == 0 else lambda m: None, rank, world, local)
 
 
-def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log) -> dict:
-    "The body of `train`, run while this process owns `out_dir`."
-    hw, t = cfg.hardware, cfg.train
-    run = open_run(cfg, out_dir, fresh, log)
+def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank: int, world: int, local: int):
+    "The body of `train`, run while this process owns `out_dir`; under torchrun only rank 0 writes into it."
+    hw, t, lead = cfg.hardware, cfg.train, rank == 0
+    run = open_run(cfg, out_dir, fresh, log, rank, world, local)
     run["params"] = list(run["model"].parameters())
     data, device, step, total, elapsed0 = run["data"], run["device"], run["step"], run["total"], run["elapsed"]
-    save_config(cfg, out_dir / "config.yaml")
-    if "dropped" in data:  # conversations longer than the context: counted, for the report
+    if lead:
+        save_config(cfg, out_dir / "config.yaml")
+    if "dropped" in data and lead:  # conversations longer than the context: counted, for the report
         atomic_write_json(out_dir / "data.json", {"dropped": data["dropped"]})
-    cmodel = backends.maybe_compile(run["model"], hw)  # checkpoints save the model: the compiled one shares its weights
+    model = run["model"]
+    if world > 1:  # gradients all-reduced in buckets during backward; parameters broadcast from rank 0 here
+        ids = [local] if device.type == "cuda" else None
+        model = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+    cmodel = backends.maybe_compile(model, hw)  # checkpoints save run["model"]: the wrappers share its weights
+    emodel = cmodel if world == 1 else run["model"]  # evaluation needs no gradient hooks
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run["dev"])
-    accum, bpt = grad_accum(cfg), data["bytes_per_token"]
+    accum, bpt = run["accum"], data["bytes_per_token"]
     rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
     out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
+    stop = out_of_time()
     bar = tqdm(
         total=total,
         initial=step,
-        disable=not progress,
+        disable=not progress or not lead,
         mininterval=progress_interval(),
         desc=cfg.name,
         dynamic_ncols=True,
     )
-    with open(out_dir / "metrics.jsonl", "a") as mf, bar:
-        while step < total and not out_of_time():
-            # --- data ---
+    with open(out_dir / "metrics.jsonl" if lead else os.devnull, "a") as mf, bar:
+        while step < total and not stop:
+            # --- data: this rank's micro-batches of the step (j % world == rank); it skips the others' ---
             t0 = time.perf_counter()
-            micro = [
-                {k: v.to(device, non_blocking=True) for k, v in data["train"].next().items()} for _ in range(accum)
-            ]
+            micro = [b for j in range(accum) if (b := data["train"].next(build=j % world == rank)) is not None]
+            micro = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro]
             t_data = time.perf_counter() - t0
             # --- step: forward, backward, optimizer ---
             lr = lr_at(step, t, total)
@@ -363,9 +473,13 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log) -> d
             step, run["tokens"], dt = step + 1, run["tokens"] + s["n"], time.perf_counter() - t0
             elapsed = elapsed0 + time.perf_counter() - t_start
             mark = mark or (step, elapsed)  # the pace is measured after this session's first step (compilation)
-            if (new := plan_steps(step, elapsed, t, total, mark)) != total:
+            new, stop = plan_steps(step, elapsed, t, total, mark), out_of_time()
+            new, stop = from_rank0(new, stop)  # rank 0's clock decides: every rank stops at the same step
+            if new != total:
                 total = bar.total = new
-            last = step >= total or out_of_time()
+            last = step >= total or stop
+            if os.environ.get("ENLACE_FAIL_AT") == f"{rank}:{step}":  # tests: one rank fails in the middle of a run
+                raise OSError(f"rank {rank}: injected failure at step {step}")
             if peak:
                 peak = max(peak, s["n"] * fpt / dt)  # a CPU probe under load can underestimate: MFU never tops 100 %
             rec = {
@@ -376,22 +490,29 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log) -> d
                 "grad_norm": _finite(gnorm),
                 "tokens": run["tokens"],
                 "tok_s": s["n"] / dt,
-                "mfu": s["n"] * fpt / dt / peak if peak else None,
+                "mfu": s["n"] * fpt / dt / (peak * world) if peak else None,
                 "step_s": dt,
                 "data_s": t_data,
                 "elapsed_s": elapsed,
+                "ranks": world,
             }
             # --- evaluate, log, save ---
             if step % t.eval_every == 0 or last:
-                rec["val_loss"] = eval_loss(cmodel, data["val"], t.eval_batches, hw, device)
+                rec["val_loss"] = eval_loss(emodel, data["val"], t.eval_batches, hw, device, rank, world)
                 rec["val_bpb"] = rec["val_loss"] / math.log(2) / bpt if bpt else None
                 bpb = f", val_bpb {rec['val_bpb']:.4f}" if bpt else ""
-                bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout: the summary
+                if lead:
+                    bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout: summary
             mf.write(json.dumps(rec) + "\n")
             mf.flush()
             if step % t.ckpt_every == 0 or last:
-                state = checkpoint_state(run, cfg, step, lr, total, elapsed)
-                save_checkpoint(out_dir / "checkpoints", step, run["model"], run["opt"], state, t.keep_last)
+                if not all(bool(torch.isfinite(p).all()) for p in run["params"]):  # the update itself overflowed
+                    raise Diverged(f"step {step}: the weights are not finite (diverged); nothing saved; lower train.lr")
+                state, others = checkpoint_state(run, cfg, step, lr, total, elapsed), rank_rng(world)
+                if lead:  # rank 0 writes; the others wait at the barrier
+                    save_checkpoint(out_dir / "checkpoints", step, run["model"], run["opt"], state, t.keep_last, others)
+                if world > 1:
+                    dist.barrier()
             bar.update(1)
             if step % t.log_every == 0 or last:
                 mfu = f"{rec['mfu']:.0%}" if rec["mfu"] else "-"
@@ -417,24 +538,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-report", action="store_true", help="export the model file only: no held-out figures")
     args = ap.parse_intermixed_args(argv)  # options may come before, between or after the overrides
     log = lambda m: print(m, file=sys.stderr)
-    out = None
+    out, rank = None, 0
     try:
         cfg = load_config(args.run, args.overrides)
         out = Path(args.out or Path("runs") / cfg.name)
-        with own_folder(out, "training"):  # held from the first step to the report: nobody else writes here
+        rank, world, _ = backends.distributed(cfg.hardware)  # torchrun: one process per device; else (0, 1, 0)
+        # held from the first step to the report: nobody else writes here (under torchrun, rank 0 holds it)
+        with own_folder(out, "training") if rank == 0 else nullcontext():
             summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=log)
+            if rank > 0:  # the model file, the report and the summary are rank 0's
+                dist.destroy_process_group()
+                return 0
             report = finish_run(out, cfg, figures=not args.no_report, log=log)
+        if world > 1:
+            dist.destroy_process_group()
         summary["model_file"] = report["model_file"]  # what evaluation and generation load
         summary["summary"] = str(out / "summary.json") if not args.no_report else None
-    except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError, FolderBusy) as e:
+    except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError, FolderError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (ShardError, OSError, Diverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except RuntimeError as e:
+        if not dist.is_initialized():
+            raise
+        # a collective whose peer died: that rank's own error line is above, this rank only says it stopped
+        print(
+            f"error: rank {rank}: stopped, another rank failed ({str(e).strip().splitlines()[0][:160]})",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:  # checkpoints are atomic: the last one is intact, a half-written one was removed
-        last = find_checkpoint(out / "checkpoints", warn=lambda m: None) if out else None
-        where = f"resumes from {last.name}" if last else "has no checkpoint yet and starts over"
+        if out is None:
+            print("interrupted", file=sys.stderr)
+            return 130
+        latest = out / "checkpoints" / "latest"  # named without hashing it: a second Ctrl-C may come any moment
+        where = f"resumes from {latest.read_text().strip()}" if latest.is_file() else "has no checkpoint yet"
         print(f"interrupted; run the same command to go on ({out} {where})", file=sys.stderr)
         return 130
     print(json.dumps(summary))
