@@ -81,7 +81,7 @@ def _has_cxx() -> bool:
 def describe_device(kind: str = "cuda") -> DeviceInfo:
     "Describe the real device of this kind (`cuda:0` or the CPU); a `cuda` ask with no GPU returns the CPU."
     if kind == "cuda" and torch.cuda.is_available():
-        p = torch.cuda.get_device_properties(0)
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())  # torchrun: this rank's board
         return DeviceInfo(
             "cuda",
             p.name,
@@ -192,7 +192,9 @@ def distributed(hw: HardwareConfig) -> tuple[int, int, int]:
         torch.cuda.set_device(local)
     try:
         dist.init_process_group(
-            "nccl" if hw.device == "cuda" else "gloo", timeout=timedelta(seconds=hw.collective_timeout_s)
+            "nccl" if hw.device == "cuda" else "gloo",
+            timeout=timedelta(seconds=hw.collective_timeout_s),
+            device_id=torch.device("cuda", local) if hw.device == "cuda" else None,  # nccl: this rank's board
         )
     except (RuntimeError, ValueError) as e:  # the rendezvous cannot be reached
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

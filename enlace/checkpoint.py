@@ -76,9 +76,19 @@ def rng_state() -> tuple[dict, dict]:
 def set_rng_state(tensors: dict, js: dict, rank: int = 0) -> None:
     "Restore what rng_state saved; rank `rank` of a torchrun job takes its own CPU generator when it was saved."
     torch.set_rng_state(tensors.get(f"torch_cpu_rank{rank}", tensors["torch_cpu"]))
-    cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("torch_cuda_"))]
-    if cuda and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda)
+    if not torch.cuda.is_available():
+        return _set_host_rng(js)
+    if f"torch_cuda_rank{rank}" in tensors:  # torchrun: the generator of this rank's board
+        torch.cuda.set_rng_state(tensors[f"torch_cuda_rank{rank}"])
+    else:
+        cuda = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in tensors.items() if k[11:].isdigit())
+        for i, state in cuda[: torch.cuda.device_count()]:  # a checkpoint from a machine with more boards
+            torch.cuda.set_rng_state(state, i)
+    _set_host_rng(js)
+
+
+def _set_host_rng(js: dict) -> None:
+    "Restore python's and numpy's generators from their JSON."
     v, state, gauss = js["python"]
     random.setstate((v, tuple(state), gauss))
     name, keys, pos, has_gauss, cached = js["numpy"]

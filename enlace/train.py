@@ -134,7 +134,7 @@ def all_sum(*xs: float) -> list[float]:
     return t.tolist()
 
 
-def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int = 1) -> dict:
+def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int = 1, ddp=None) -> dict:
     "Forward+backward over this rank's micro-batches of one step; returns the step's summed ce, z and token count."
     n = sum(int(b["mask"].sum()) for b in micro)
     n = int(all_sum(n)[0])  # the step's loss is a mean over the real tokens of every micro-batch of every rank
@@ -142,7 +142,7 @@ def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int
     for i, b in enumerate(micro):
         # DDP averages the ranks' gradients (divides by world): dividing by n / world makes it their sum over n;
         # it all-reduces in the last micro-batch's backward only
-        sync = model.no_sync() if isinstance(model, DistributedDataParallel) and i < len(micro) - 1 else nullcontext()
+        sync = ddp.no_sync() if ddp is not None and i < len(micro) - 1 else nullcontext()  # `model` may be compiled
         with sync, backends.autocast(hw), backends.attention_kernel(hw):
             out = lm_loss(model(b["input"]), b["target"], b["mask"])
             scaler.scale((out["ce"] + z_weight * out["z"]) / (n / world)).backward()
@@ -295,8 +295,8 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
     "Device, data, model, optimizer and scaler for `cfg`, resumed from the latest valid checkpoint in `out_dir`."
     hw, t = cfg.hardware, cfg.train
     device, dev = backends.setup(hw, local_rank=local)  # a profile this machine cannot honour stops here
+    check_ranks_agree(cfg, world)  # first: ranks that differ would otherwise fail on some ranks only
     accum = check_world(cfg, world)
-    check_ranks_agree(cfg, world)
     ckpt_dir, metrics = out_dir / "checkpoints", out_dir / "metrics.jsonl"
     ckpt = _latest(ckpt_dir, fresh, metrics, log) if rank == 0 else None
     step = from_rank0(int(ckpt.name.removeprefix("step_")) if ckpt else -1)[0]  # the one rank 0 chose, for all
@@ -384,7 +384,7 @@ def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConf
     "One optimizer step at `lr` over the micro-batches: forward, backward, clip, step; returns (sums, grad norm)."
     t, opt, scaler = cfg.train, run["opt"], run["scaler"]
     set_lr(opt, lr, t)
-    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler, run["world"])
+    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler, run["world"], run.get("ddp"))
     scaler.unscale_(opt)  # clip the real gradients, not the fp16-scaled ones
     clip = t.grad_clip if t.grad_clip > 0 else float("inf")
     gnorm = torch.nn.utils.clip_grad_norm_(run["params"], clip).item()
@@ -414,10 +414,16 @@ def rank_rng(world: int) -> dict:
     "The CPU generator of every rank but 0 (rank 0's is in every checkpoint): {'torch_cpu_rank1': ...}."
     if world == 1:
         return {}
-    mine = torch.get_rng_state().to(backends.collective_device())
-    every = [torch.empty_like(mine) for _ in range(world)]
-    dist.all_gather(every, mine)
-    return {f"torch_cpu_rank{r}": every[r].cpu() for r in range(1, world)}
+    out = {}
+    states = {"torch_cpu": torch.get_rng_state()}
+    if backends.collective_device() == "cuda":
+        states["torch_cuda"] = torch.cuda.get_rng_state()  # this rank's board
+    for name, state in states.items():
+        mine = state.to(backends.collective_device())
+        every = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(every, mine)
+        out.update({f"{name}_rank{r}": every[r].cpu() for r in range(world) if r or name != "torch_cpu"})
+    return out
 
 # %% ../nbs/11_trainer.ipynb #7f983101
 def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
@@ -442,7 +448,7 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank
     model = run["model"]
     if world > 1:  # gradients all-reduced in buckets during backward; parameters broadcast from rank 0 here
         ids = [local] if device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+        model = run["ddp"] = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
     cmodel = backends.maybe_compile(model, hw)  # checkpoints save run["model"]: the wrappers share its weights
     emodel = cmodel if world == 1 else run["model"]  # evaluation needs no gradient hooks
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run["dev"])
@@ -481,7 +487,9 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank
             if os.environ.get("ENLACE_FAIL_AT") == f"{rank}:{step}":  # tests: one rank fails in the middle of a run
                 raise OSError(f"rank {rank}: injected failure at step {step}")
             if peak:
-                peak = max(peak, s["n"] * fpt / dt)  # a CPU probe under load can underestimate: MFU never tops 100 %
+                peak = max(
+                    peak, s["n"] * fpt / dt / world
+                )  # a CPU probe under load can underestimate: MFU never tops 100 %
             rec = {
                 "step": step,
                 "loss": _finite(s["ce"] / s["n"]),
@@ -547,11 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         with own_folder(out, "training") if rank == 0 else nullcontext():
             summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=log)
             if rank > 0:  # the model file, the report and the summary are rank 0's
-                dist.destroy_process_group()
                 return 0
             report = finish_run(out, cfg, figures=not args.no_report, log=log)
-        if world > 1:
-            dist.destroy_process_group()
         summary["model_file"] = report["model_file"]  # what evaluation and generation load
         summary["summary"] = str(out / "summary.json") if not args.no_report else None
     except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError, FolderError) as e:
@@ -563,11 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         if not dist.is_initialized():
             raise
-        # a collective whose peer died: that rank's own error line is above, this rank only says it stopped
-        print(
-            f"error: rank {rank}: stopped, another rank failed ({str(e).strip().splitlines()[0][:160]})",
-            file=sys.stderr,
-        )
+        line = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        if isinstance(e, dist.DistError) or "closed by peer" in line:  # a collective whose peer died
+            line = f"stopped, another rank failed ({line})"  # that rank's own error line is above
+        print(f"error: rank {rank}: {line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # checkpoints are atomic: the last one is intact, a half-written one was removed
         if out is None:
@@ -577,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f"resumes from {latest.read_text().strip()}" if latest.is_file() else "has no checkpoint yet"
         print(f"interrupted; run the same command to go on ({out} {where})", file=sys.stderr)
         return 130
+    finally:
+        if dist.is_initialized():  # on every way out: the next run on this machine starts a clean group
+            dist.destroy_process_group()
     print(json.dumps(summary))
     return 0
 
