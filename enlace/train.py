@@ -343,8 +343,9 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
         log(f"resumed from {ckpt} (step {run['step']}, {run['tokens']:,} tokens)")
         if man.get("world", 1) != world:
             log(
-                f"the checkpoint was written by {man.get('world', 1)} rank(s), this run has {world}: same global batch; "
-                "losses match the uninterrupted run within float tolerance (the order of the sums changes)"
+                f"the checkpoint was written by {man.get('world', 1)} rank(s), this run has {world}: "
+                "same global batch; losses match the uninterrupted run within float tolerance "
+                "(the order of the sums changes)"
             )
     if rank == 0:
         _truncate_metrics(metrics, run["step"])
