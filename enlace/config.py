@@ -54,8 +54,9 @@ class Schema(BaseModel):
     @classmethod
     def _no_bool_for_numbers(cls, v, info):
         # pydantic's lax mode reads true as 1: `seed: true` would silently train with seed 1
-        if isinstance(v, bool) and not _admits_bool(cls.model_fields[info.field_name].annotation):
-            raise ValueError(f"expected a number, got {str(v).lower()}")
+        items = v if isinstance(v, (list, tuple)) else [v]  # min_capability: [true, 0] is no capability either
+        if any(isinstance(x, bool) for x in items) and not _admits_bool(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"expected a number, got {json.dumps(v)}")
         return v
 
 # %% ../nbs/00_config.ipynb #5dfd1c52

@@ -1012,7 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
         job = Path(args.dir) if args.dir else Path(args.spec).with_suffix("")
         if args.command == "plan":
-            print("\n".join(plan_lines(spec, job, args.spec)))
+            with job_lock(job):  # plan rewrites requests.jsonl and aliases.jsonl: not while collect reads them
+                print("\n".join(plan_lines(spec, job, args.spec)))
             return 0
         if args.command == "conversations":
             c = dataset_conversations(job, args.out, args.val_fraction)

@@ -50,7 +50,7 @@ def test_a_second_training_into_a_busy_folder_refuses_naming_the_pid(tmp_path):
     p = subprocess.Popen(train_cmd(tmp_path, "--fresh", "train.max_steps=100000"), cwd=ROOT,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for_steps(p, tmp_path / "metrics.jsonl", 3)
+        wait_for_steps(p, tmp_path / "metrics.jsonl", 6)  # past the checkpoint of step 5: the last run resumes it
         config = (tmp_path / "config.yaml").read_bytes()
         r = run(tmp_path, "train.lr=1e-3")
         assert r.returncode == 2, r.stderr
