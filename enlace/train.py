@@ -14,6 +14,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import sys
 import time
 from contextlib import nullcontext
@@ -64,7 +65,8 @@ from .shards import ShardError
 # %% auto #0
 __all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'all_sum',
            'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree',
-           'open_run', 'Diverged', 'check_finite', 'optimizer_step', 'checkpoint_state', 'rank_rng', 'train', 'main']
+           'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng',
+           'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -380,6 +382,31 @@ def check_finite(run: dict, step: int, loss: float, gnorm: float, lr: float) -> 
         f"lower train.lr (now {lr:g}) and {again}"
     )
 
+# %% ../nbs/11_trainer.ipynb #1570b218
+class PaceWatch:
+    "Warn once, in one line, when steps grow `factor`x slower than this session's early pace for `sustain` steps."
+
+    def __init__(self, log=print, factor: float = 5.0, sustain: int = 10, early: int = 10):
+        self.log, self.factor, self.sustain, self.early = log, factor, sustain, early
+        self.first, self.base, self.slow, self.warned = [], None, 0, False
+
+    def __call__(self, step_s: float) -> None:
+        if self.warned:
+            return
+        if self.base is None:
+            self.first.append(step_s)
+            if len(self.first) > self.early:
+                self.base = statistics.median(self.first[1:])  # the first step compiles and warms the caches
+            return
+        self.slow = self.slow + 1 if step_s > self.factor * self.base else 0
+        if self.slow >= self.sustain:
+            self.warned = True
+            self.log(
+                f"warning: steps are {step_s / self.base:.0f}x slower than at the start ({step_s:.2f} s vs "
+                f"{self.base:.2f} s) for {self.slow} steps: another process is probably using the same cores or "
+                "GPU; stop it, or give each process fewer threads (OMP_NUM_THREADS, torch.set_num_threads)"
+            )
+
 # %% ../nbs/11_trainer.ipynb #8be115cf
 def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConfig) -> tuple[dict, float]:
     "One optimizer step at `lr` over the micro-batches: forward, backward, clip, step; returns (sums, grad norm)."
@@ -457,6 +484,7 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank
     rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
     out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
     stop = out_of_time()
+    watch = PaceWatch(log)  # a busy machine makes a run by time silently worse: say it, once
     bar = tqdm(
         total=total,
         initial=step,
@@ -478,6 +506,7 @@ def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank
             check_finite(run, step + 1, s["ce"] / s["n"], gnorm, lr)  # a diverged step is never logged or saved
             # --- bookkeeping: steps, tokens, time, the planned length ---
             step, run["tokens"], dt = step + 1, run["tokens"] + s["n"], time.perf_counter() - t0
+            watch(dt)
             elapsed = elapsed0 + time.perf_counter() - t_start
             mark = mark or (step, elapsed)  # the pace is measured after this session's first step (compilation)
             new, stop = plan_steps(step, elapsed, t, total, mark), out_of_time()
