@@ -382,7 +382,7 @@ def check_finite(run: dict, step: int, loss: float, gnorm: float, lr: float) -> 
         f"lower train.lr (now {lr:g}) and {again}"
     )
 
-# %% ../nbs/11_trainer.ipynb #1570b218
+# %% ../nbs/11_trainer.ipynb #32a09e44
 class PaceWatch:
     "Warn once, in one line, when steps grow `factor`x slower than this session's early pace for `sustain` steps."
 
