@@ -56,6 +56,8 @@ def main() -> int:
         print(f"{'would format' if a.check else 'formatted'} {p.name}: cells {cells}")
     if a.check:
         return 1 if dirty else 0
+    # clean first: it gives new cells their ids, and the export names each cell by its id (else a random one)
+    subprocess.run(["nbdev-clean"], cwd=ROOT, check=True)
     subprocess.run(["nbdev-export"], cwd=ROOT, check=True)
     subprocess.run(["nbdev-clean"], cwd=ROOT, check=True)
     return 0
