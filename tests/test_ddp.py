@@ -53,20 +53,22 @@ def close(a, b, rel=1e-4):
             assert (x is None) == (y is None) and (x is None or abs(x - y) <= rel * abs(y)), (ra, rb)
 
 
-@pytest.fixture(scope="module")
-def one(tmp_path_factory):
-    out = tmp_path_factory.mktemp("one")
-    r = run(out, 1, "--fresh")
+def uninterrupted(tmp_path_factory, ranks: int):
+    "Losses and final weights sha256 of a run with `ranks` processes, start to end."
+    out = tmp_path_factory.mktemp(f"ranks{ranks}")
+    r = run(out, ranks, "--fresh")
     assert r.returncode == 0, r.stderr
     return losses(out), final_weights_sha(out)
+
+
+@pytest.fixture(scope="module")
+def one(tmp_path_factory):
+    return uninterrupted(tmp_path_factory, 1)
 
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    out = tmp_path_factory.mktemp("two")
-    r = run(out, 2, "--fresh")
-    assert r.returncode == 0, r.stderr
-    return losses(out), final_weights_sha(out)
+    return uninterrupted(tmp_path_factory, 2)
 
 
 def children(pid: int) -> list[int]:
