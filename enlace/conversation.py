@@ -19,9 +19,10 @@ from .tokenizer import ASSISTANT, BOS, END, SYSTEM, TOOL_CALL, TOOL_CALL_END, TO
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['ROLES', 'KEYS', 'CHAT_TEMPLATE', 'ConversationError', 'check_conversation', 'read_conversations',
-           'write_conversations', 'call_json', 'check_chat_tokenizer', 'render', 'render_prompt', 'parse',
-           'random_conversation', 'length_groups', 'require_chat', 'conversation_loaders', 'make_data', 'finish']
+__all__ = ['ROLES', 'KEYS', 'MEMORY_OPEN', 'MEMORY_CLOSE', 'CHAT_TEMPLATE', 'ConversationError', 'check_conversation',
+           'read_conversations', 'write_conversations', 'call_json', 'check_chat_tokenizer', 'render', 'render_prompt',
+           'memory_block', 'with_memories', 'parse', 'random_conversation', 'length_groups', 'require_chat',
+           'conversation_loaders', 'make_data', 'finish']
 
 # %% ../nbs/16_conversation.ipynb #7d29db47
 ROLES = ("system", "user", "assistant", "tool")
@@ -182,6 +183,26 @@ def render_prompt(messages: list[dict], tok: Tokenizer) -> list[int]:
     "The ids that make the model write the next assistant message: the conversation so far, then <|assistant|>."
     ids, _ = render({"messages": messages}, tok)
     return ids if messages and messages[-1]["role"] == "tool" else ids + [tok.special(ASSISTANT)]
+
+# %% ../nbs/16_conversation.ipynb #1a02d818
+MEMORY_OPEN, MEMORY_CLOSE = "[recuerdos]", "[/recuerdos]"
+
+
+def memory_block(memories: list[str]) -> str:
+    "The marked block of remembered facts for the system turn; '' when there are none."
+    if not memories:
+        return ""
+    return "\n".join([MEMORY_OPEN, *(f"- {' '.join(m.split())}" for m in memories), MEMORY_CLOSE])
+
+
+def with_memories(messages: list[dict], memories: list[str]) -> list[dict]:
+    "`messages` with the memory block at the end of the system turn (a new system turn first when there is none)."
+    block = memory_block(memories)
+    if not block:
+        return list(messages)
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{block}"}, *messages[1:]]
+    return [{"role": "system", "content": block}, *messages]
 
 # %% ../nbs/16_conversation.ipynb #ed9d893d
 def parse(ids: list[int], tok: Tokenizer) -> dict:

@@ -1,5 +1,6 @@
 """The family-assistant conversation generator (enlace.tasks.assistant.data): templates and their held-out split,
-determinism, arguments copied verbatim from the requests, tool results from the real tools, sizes, shares."""
+determinism, arguments copied verbatim from the requests, tool results from the real tools, sizes, shares, and the
+memory blocks of the system turn (memories to ignore, questions a memory answers) with the held-out sets untouched."""
 import json
 import random
 import re
@@ -8,11 +9,16 @@ from collections import Counter
 import pytest
 
 import enlace.tasks.assistant.data as ad
-from enlace.conversation import check_conversation
+from enlace.config import load_config, load_layer
+from enlace.conversation import check_conversation, memory_block, render
+from enlace.tokenizer import Tokenizer
 from enlace.tools import TOOLS, format_number, result_text
 
+from conftest import ROOT
+
 ROLES = {"user", "assistant", "tool"}
-BY_ID = {t.id: t for ts in ad.TEMPLATES.values() for t in ts}
+BY_ID = {t.id: t for ts in [*ad.TEMPLATES.values(), ad.RECALL_TEMPLATES] for t in ts}
+MEMORY_KEYS = {"memories", "relevant"}
 NUMBER = re.compile(r"\d+(?:,\d+)?")
 
 
@@ -35,6 +41,12 @@ def ref_eval(expression: str) -> float:
 
 def user_texts(conv: dict) -> list:
     return [m["content"] for m in conv["messages"] if m["role"] == "user"]
+
+
+def without_block(conv: dict) -> dict:
+    "The conversation as it was before its memory block: no system turn, no memory keys in meta."
+    msgs = conv["messages"][1:] if conv["messages"][0]["role"] == "system" else conv["messages"]
+    return {"messages": msgs, "meta": {k: v for k, v in conv["meta"].items() if k not in MEMORY_KEYS}}
 
 
 def calls(conv: dict):
@@ -133,7 +145,8 @@ def test_deterministic_and_seeded():
 def test_meta_shape(train, heldout):
     for conv in train + heldout:
         meta = conv["meta"]
-        assert set(meta) == {"task", "split", "template", "intent", "turns", "noise", "expected"}
+        keys = {"task", "split", "template", "intent", "turns", "noise", "expected"}
+        assert set(meta) == (keys | MEMORY_KEYS if "memories" in meta else keys)
         assert meta["task"] == "assistant"
         assert meta["template"].split("/")[0] == meta["intent"]
         assert meta["turns"] == len(user_texts(conv))
@@ -141,7 +154,7 @@ def test_meta_shape(train, heldout):
         assert isinstance(meta["noise"], bool)
         exp = meta["expected"]
         assert set(exp) == {"tool", "arguments", "answer"}
-        if meta["intent"] == "none":
+        if meta["intent"] in ("none", "recall"):
             assert exp["tool"] is None and exp["arguments"] is None
         else:
             assert exp["tool"] == meta["intent"]
@@ -151,7 +164,8 @@ def test_meta_shape(train, heldout):
 
 def test_intent_balance(train):
     counts = Counter(conv["meta"]["intent"] for conv in train)
-    assert set(counts) == set(ad.INTENTS)
+    assert set(counts) == set(ad.INTENTS) | {"recall"}
+    assert 0.05 < counts["recall"] / len(train) < 0.11
     for intent in ad.TOOLS:
         assert 0.05 < counts[intent] / len(train) < 0.11, (intent, counts[intent])
     assert 0.09 < counts["none"] / len(train) < 0.16
@@ -160,6 +174,9 @@ def test_intent_balance(train):
 def test_structure(train, heldout):
     for conv in train + heldout:
         msgs = conv["messages"]
+        if "memories" in conv["meta"]:  # the block, and nothing else, in the one system turn
+            assert msgs[0] == {"role": "system", "content": memory_block(conv["meta"]["memories"])}
+            msgs = msgs[1:]
         assert msgs[0]["role"] == "user"
         assert all(m["role"] in ROLES for m in msgs)
         i = 0
@@ -217,7 +234,7 @@ def test_arguments_are_verbatim(train, heldout):
     for conv in train + heldout:
         meta = conv["meta"]
         args = meta["expected"]["arguments"]
-        if meta["intent"] in ("none", "calculator", "datetime_now", "reminder_list"):
+        if meta["intent"] in ("none", "recall", "calculator", "datetime_now", "reminder_list"):
             continue
         template = BY_ID[meta["template"]]
         text = " ".join(user_texts(conv)) if template.context else user_texts(conv)[-1]
@@ -339,3 +356,134 @@ def test_no_missed_contractions(train, heldout):
 
 def test_the_intents_are_the_registry_tools():
     assert set(ad.TOOLS) == set(TOOLS)
+
+
+# %% memory blocks (issue 15)
+
+
+@pytest.fixture(scope="module")
+def plain_train():
+    return ad.conversations(2000, "train", memories=False)
+
+
+@pytest.fixture(scope="module")
+def heldout_memories():
+    return ad.conversations(500, "heldout", memories=True)
+
+
+def first_request(conv: dict) -> str:
+    return next(m["content"] for m in conv["messages"] if m["role"] == "user")
+
+
+def test_a_share_of_train_carries_a_block(train):
+    blocks = [c for c in train if c["messages"][0]["role"] == "system"]
+    assert all("memories" in c["meta"] for c in blocks)
+    assert not any("memories" in c["meta"] for c in train if c not in blocks)
+    assert 0.2 < len(blocks) / len(train) < 0.35, len(blocks)
+    ignored = [c for c in blocks if c["meta"]["intent"] != "recall"]
+    assert 0.15 < len(ignored) / len(train) < 0.25, len(ignored)  # MEMORY_P of the rest, less what is too long
+    assert set(Counter(c["meta"]["intent"] for c in ignored)) == set(ad.INTENTS)  # every intent, not only a few
+    assert Counter(len(c["meta"]["memories"]) for c in ignored).keys() == {1, 2, 3}
+    for conv in blocks:
+        memories = conv["meta"]["memories"]
+        assert conv["messages"][0]["content"] == memory_block(memories)
+        assert conv["messages"][0]["content"].startswith("[recuerdos]\n- ")
+        assert 1 <= len(memories) <= 4 and len(set(memories)) == len(memories)
+        assert set(conv["meta"]["relevant"]) <= set(memories)
+        assert (len(conv["meta"]["relevant"]) == 1) == (conv["meta"]["intent"] == "recall")
+    near = [c for c in ignored if any(ad._words(m) & ad._words(first_request(c)) for m in c["meta"]["memories"])]
+    assert len(near) > 0.1 * len(ignored)  # retrieval goes by words: some memories share one with the request
+
+
+def test_recall_turns_answer_from_the_block_without_a_tool(train, heldout_memories):
+    for convs, split in ((train, "train"), (heldout_memories, "heldout")):
+        recall = [c for c in convs if c["meta"]["intent"] == "recall"]
+        assert 0.05 < len(recall) / len(convs) < 0.12, (split, len(recall))
+        kinds = Counter(BY_ID[c["meta"]["template"]].kind for c in recall)
+        assert set(kinds) == set(ad.RECALL_KINDS) or split == "heldout", kinds
+        for conv in recall:
+            msgs, meta = conv["messages"], conv["meta"]
+            assert [m["role"] for m in msgs] == ["system", "user", "assistant"]
+            assert not any("tool_calls" in m for m in msgs)
+            assert BY_ID[meta["template"]].split == split  # held-out phrasings never reach training
+            (fact,) = meta["relevant"]
+            answer = msgs[-1]["content"].casefold()
+            assert meta["expected"]["answer"]
+            for s in meta["expected"]["answer"]:
+                assert s.casefold() in fact.casefold() and s.casefold() in answer, (s, fact, answer)
+            for other in set(meta["memories"]) - {fact}:
+                assert other not in msgs[-1]["content"]
+    assert any(len(c["meta"]["memories"]) == 1 for c in train if c["meta"]["intent"] == "recall")
+    assert any(len(c["meta"]["memories"]) == 3 for c in train if c["meta"]["intent"] == "recall")
+
+
+def test_recall_templates_split_like_the_others():
+    for k, t in enumerate(ad.RECALL_TEMPLATES):
+        assert t.id == f"recall/{k:02d}" and t.intent == "recall" and t.kind in ad.RECALL_KINDS
+        assert t.split == ad.template_split(t.id)
+    for kind in ad.RECALL_KINDS:
+        assert {t.split for t in ad.RECALL_TEMPLATES if t.kind == kind} == {"train", "heldout"}, kind
+    assert {t.form for t in ad.RECALL_TEMPLATES} == {"t", "u", "v", "n"}
+
+
+def test_irrelevant_blocks_keep_the_conversation(train, plain_train):
+    ignored = 0
+    for conv, plain in zip(train, plain_train):
+        if conv["meta"]["intent"] == "recall":
+            continue
+        assert without_block(conv) == plain  # same requests, tool calls, arguments, results and answers
+        if "memories" not in conv["meta"]:
+            continue
+        ignored += 1
+        said = " ".join(m["content"] for m in plain["messages"]).casefold()
+        queries = [c["arguments"]["query"].casefold() for m in plain["messages"] for c in m.get("tool_calls", ())
+                   if c["name"] in ("memory_search", "memory_forget")]
+        for memory in conv["meta"]["memories"]:
+            assert memory.casefold() not in said, memory  # not something the conversation says or finds
+            assert not any(q in memory.casefold() for q in queries), (memory, queries)  # a search would find it
+    assert ignored > 300
+
+
+def test_distractors_say_nothing_about_the_subject():
+    gato = ad.Fact("el gato se llama Luna", keys=("el gato",))
+    ask = [{"role": "user", "content": "¿cómo se llama el gato?"}, {"role": "assistant", "content": "Luna."}]
+    drawn = [f.text for s in range(200) for f in ad.distractors(random.Random(s), 2, ask, (gato,))]
+    assert len(drawn) == 400
+    assert not any("el gato" in t for t in drawn)  # FACTS has "el gato se llama Michi": it would contradict
+    assert any("Michi" in f for f, _ in ad.FACTS)
+
+
+def test_heldout_draws_unchanged():
+    seed = load_config(ROOT / "configs/runs/sft-smoke-cpu.yaml").train.seed
+    for n, s in ((256, seed + 1), (300, seed + 2), (64, seed + 2)):  # evaluate.py: validation, held-out figures
+        got = ad.conversations(n, "heldout", seed=s)
+        assert got == ad.conversations(n, "heldout", seed=s, memories=False)
+        rng = random.Random(f"assistant:heldout:{s}")  # the sequence of the generator before the memory blocks
+        assert got == [ad.conversation(rng, "heldout") for _ in range(n)]
+        assert not any(m["role"] == "system" for c in got for m in c["messages"])
+    # blocks drawn for the held-out split would still leave every draw of the main sequence where it was
+    plain = ad.conversations(300, "heldout", seed=seed + 2)
+    with_blocks = ad.conversations(300, "heldout", seed=seed + 2, memories=True)
+    kept = [(a, b) for a, b in zip(with_blocks, plain) if a["meta"]["intent"] != "recall"]
+    assert sum("memories" in a["meta"] for a, _ in kept) > 30
+    assert all(without_block(a) == b for a, b in kept)
+
+
+def test_memory_draws_are_deterministic_and_seeded():
+    a = ad.conversations(300, "train", seed=7)
+    assert json.dumps(a, ensure_ascii=False) == json.dumps(ad.conversations(300, "train", seed=7), ensure_ascii=False)
+    blocks = lambda convs: [c["meta"].get("memories") for c in convs]
+    assert blocks(a) != blocks(ad.conversations(300, "train", seed=8))
+
+
+def test_every_conversation_is_valid_and_fits(train, heldout_memories):
+    seq_len = load_layer(ROOT / "configs/train/sft-smoke.yaml", "train").seq_len
+    tok = Tokenizer.bytes()  # the smoke model reads bytes: the longest rows
+    longest = 0
+    for conv in train + heldout_memories:
+        check_conversation(conv)
+        assert ad.size(conv) <= ad.MAX_SIZE
+        longest = max(longest, len(render(conv, tok)[0]))
+        for m in conv["messages"]:
+            assert not re.search(r"\b(de|a) el\b", m["content"]), m["content"]
+    assert longest <= seq_len + 1  # a row holds seq_len + 1 tokens: no conversation is dropped
