@@ -96,6 +96,11 @@ def answer(
         memories = ctx.household().recall(messages[-1]["content"], k=recall)
     shown = with_memories(messages, memories)
     prompt, dropped = fit_prompt(shown, tok, engine.model.cfg.max_seq_len)
+    if len(prompt) >= engine.model.cfg.max_seq_len:  # one message alone is longer than the model's context
+        raise ConversationError(
+            f"the last message is too long: {len(prompt)} tokens for a context of {engine.model.cfg.max_seq_len}; "
+            "say it shorter"
+        )
     before = len(shown) - dropped
     hook, record = engine_tools(tok, ctx)
     end = tok.special(END)
@@ -242,7 +247,12 @@ def repl(chat: Chat, read=input, write=print) -> None:
             write(f"(orden desconocida {line.split()[0]}; {HELP})")
         elif line:
             write("enlace> ", end="", flush=True)
-            out = chat.reply(line, on_text=lambda s: write(s, end="", flush=True))
+            try:
+                out = chat.reply(line, on_text=lambda s: write(s, end="", flush=True))
+            except ConversationError as e:  # a message longer than the model's context: say so, go on
+                chat.messages.pop()
+                write(f"\n(error: {e})")
+                continue
             write(" [interrumpido]" if out["interrupted"] else "")
             for call in out["tool_calls"]:  # what the assistant did, after what it said
                 args, result = (json.dumps(call[k], ensure_ascii=False) for k in ("arguments", "result"))
@@ -279,12 +289,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.once is None:
             repl(chat)
             return 0
-        if args.json:
-            out = chat.reply(args.once)
-            print(json.dumps({"reply": out["reply"], "tool_calls": out["tool_calls"]}, ensure_ascii=False))
-        else:
-            chat.reply(args.once, on_text=lambda s: print(s, end="", flush=True))
-            print()
+        try:
+            if args.json:
+                out = chat.reply(args.once)
+                print(json.dumps({"reply": out["reply"], "tool_calls": out["tool_calls"]}, ensure_ascii=False))
+            else:
+                chat.reply(args.once, on_text=lambda s: print(s, end="", flush=True))
+                print()
+        except ConversationError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return 0
 
 # %% ../nbs/19_chat.ipynb #983ebfe8

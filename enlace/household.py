@@ -62,7 +62,7 @@ def when_text(t: datetime) -> str:
 # %% ../nbs/17_household.ipynb #58ca0566
 def _fold(text: str) -> str:
     "Lower case, no accents, no punctuation but the ':' '/' '.' of times and dates, single spaces."
-    t = unicodedata.normalize("NFD", text.casefold())
+    t = unicodedata.normalize("NFD", text.lower())  # lower(), as FTS5's unicode61 (casefold makes ß ss)
     t = "".join(c for c in t if not unicodedata.combining(c))
     t = re.sub(r"[^\w:/.]+", " ", t)
     t = re.sub(r"(?<!\d)[:/.]|[:/.](?!\d)", " ", t)  # a ':' '/' '.' that is not inside a time or date
@@ -148,7 +148,19 @@ def _day(kind: str, m: re.Match, today: date, said: str) -> tuple[date, str]:
     roll = "" if year else "month" if kind == "monthday" else "year"
     if year:
         return _date(int(year) + (2000 if len(year) == 2 else 0), month, day, said), roll
-    return _date(today.year, month, day, said, years=1 if kind == "monthday" else 8), roll
+    if kind == "monthday":
+        return _month_with(today.year, today.month, day, said), roll
+    return _date(today.year, month, day, said, years=8), roll
+
+
+def _month_with(year: int, month: int, day: int, said: str) -> date:
+    "The first date on day `day` from month `month` of `year` on ('el 31' said in a 30-day month waits a month)."
+    for k in range(12):
+        try:
+            return date(year + (month - 1 + k) // 12, (month - 1 + k) % 12 + 1, day)
+        except ValueError:
+            continue
+    raise HouseholdError(f"{said!r} is not a date: no month has a day {day}")
 
 
 def _date(year: int, month: int, day: int, said: str, years: int = 1) -> date:
@@ -174,7 +186,7 @@ def _hour(t: re.Match | None, part: str | None, said: str) -> tuple[int, int, in
     if t["less"]:
         h, minute = h - 1, 45
     part = t["part"] or part
-    if h > 23 or minute > 59:
+    if not 0 <= h <= 23 or minute > 59:  # also 'a las 0 menos cuarto'
         raise HouseholdError(f"{said!r} has no hour {h}:{minute:02d}; hours go from 0:00 to 23:59")
     if part == "noche" and h == 12:  # 'a las 12 de la noche' is midnight, the start of the next day
         return 0, minute, 1
@@ -228,7 +240,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     elif due <= now and roll == "year":
         due = _at(_date(day.year + 1, day.month, day.day, said, years=8), h, minute, now.tzinfo)
     elif due <= now and roll == "month":
-        due = _at(_date(day.year + (day.month == 12), day.month % 12 + 1, day.day, said), h, minute, now.tzinfo)
+        due = _at(_month_with(day.year, day.month + 1, day.day, said), h, minute, now.tzinfo)
     if due > now:
         return due
     raise HouseholdError(f"{said!r} has already passed ({when_text(due)}); say a later time, e.g. 'mañana a las 9'")
@@ -283,7 +295,9 @@ def _inspect(path: Path) -> dict:
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             raw = db.execute("PRAGMA user_version").fetchone()[0]
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            counts = {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES[1] & tables}
+            counts = {
+                t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (TABLES[1] | {"people"}) & tables
+            }
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
@@ -300,7 +314,7 @@ def _inspect(path: Path) -> dict:
         raise HouseholdError(
             f"{path} is an SQLite database but not a household's (tables: {', '.join(sorted(tables))}); {fix}"
         )
-    return {"version": version, **{t: counts.get(t, 0) for t in sorted(TABLES[1])}}
+    return {"version": version, **{t: counts.get(t, 0) for t in sorted(TABLES[1] | {"people"})}}
 
 
 def _epoch(julian: float) -> float:
@@ -797,22 +811,28 @@ def _restore(backup_file, state_dir, force: bool = False) -> Path:
     if target.exists():
         try:
             held = _inspect(target)
-        except HouseholdError:  # unreadable: set aside, never deleted, and replaced by the backup
-            os.replace(target, target.with_name(f"{STATE_FILE}.broken-{datetime.now():%Y%m%d-%H%M%S}"))
+        except HouseholdError:  # unreadable: set aside with its WAL, never deleted, and replaced by the backup
+            aside = f"broken-{datetime.now():%Y%m%d-%H%M%S}"
+            for side in ("", "-wal", "-shm"):
+                if target.with_name(STATE_FILE + side).exists():
+                    os.replace(target.with_name(STATE_FILE + side), target.with_name(f"{STATE_FILE}{side}.{aside}"))
             held = None
-        if held and held["memories"] + held["reminders"] + held["items"] and not force:
+        people = held.get("people", 0) - 1 if held else 0  # 'familia' is in every household
+        if held and held["memories"] + held["reminders"] + held["items"] + max(people, 0) and not force:
             raise HouseholdError(
                 f"{target} already holds a household ({held['memories']} memories, {held['reminders']} reminders, "
-                f"{held['items']} list items); back it up and pass force=True (--force) to replace it"
+                f"{held['items']} list items, {max(people, 0)} members); back it up and pass --force to replace it"
             )
     folder.mkdir(parents=True, exist_ok=True)
+    staged = folder / f".{STATE_FILE}.restoring"
     db = _read_only(src)
     try:
-        for side in ("-wal", "-shm"):  # a WAL left by the replaced database must never be applied to the backup
-            target.with_name(STATE_FILE + side).unlink(missing_ok=True)
-        _copy(db, target)
+        _copy(db, staged)  # the old household stays whole until the copy is complete
     finally:
         db.close()
+    for side in ("-wal", "-shm"):  # a WAL left by the replaced database must never be applied to the backup
+        target.with_name(STATE_FILE + side).unlink(missing_ok=True)
+    os.replace(staged, target)
     Household.open(folder).close()  # migrates an older backup, and proves it opens
     return target
 

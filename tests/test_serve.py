@@ -170,6 +170,13 @@ def test_memories_belong_to_one_person(live):
     r = client.chat.completions.create(model="test-model", messages=hi("¿le gustan los girasoles a Marta?"), user="ana")
     assert r.model_extra["enlace"]["memories"] == ["a Marta le encantan los girasoles"]
     assert httpx.delete(f"{s.url}/v1/household/memories/{mid}", params={"user": "ana"}).json() == {"deleted": 1}
+    # a due reminder is dismissed by its owner only
+    rid = s.home.person("ana").reminder_add("en 10 minutos", "regar las plantas")["id"]
+    done = f"{s.url}/v1/household/reminders/{rid}/done"
+    r = httpx.post(done, params={"user": "luis"}, json={})
+    assert r.status_code == 404, r.text
+    assert httpx.post(done, params={"user": "ana"}, json={}).json() == {"done": 1}
+    assert s.get("/v1/household/reminders", params={"user": "ana"}).json() == {"pending": [], "due": []}
     assert s.get("/v1/household/memories", params={"user": "ana"}).json()["memories"] == []
 
 
@@ -192,15 +199,23 @@ def test_an_untrusted_search_result_cannot_change_the_household(live):
 def test_bad_requests_are_one_line_4xx_json_errors(live):
     s = live(Babbler(), token="a-token-of-at-least-16")
     auth = {"Authorization": "Bearer a-token-of-at-least-16"}
+    raw = {**auth, "content-type": "application/json"}
     url = f"{s.url}/v1/chat/completions"
     cases = [
-        (dict(content=b"{not json", headers=auth), 400, "not JSON"),
+        (dict(content=b"{not json", headers=raw), 400, "not JSON"),
         (dict(json={"messages": [{"role": "wizard", "content": "x"}]}, headers=auth), 400, "messages.0.role"),
         (dict(json={"messages": []}, headers=auth), 400, "at least 1 item"),
         (dict(json={"messages": hi(), "max_tokens": 10**9}, headers=auth), 400, "over this server's limit"),
         (dict(json={"messages": hi(), "user": "nadie"}, headers=auth), 400, "unknown household member 'nadie'"),
         (dict(json={"messages": hi(), "model": "gpt-9"}, headers=auth), 404, "not served here"),
-        (dict(content=b" " * (MAX_BODY + 10), headers=auth), 413, "over"),
+        (dict(content=b" " * (MAX_BODY + 10), headers=raw), 413, "over"),
+        (dict(json={"messages": hi(), "seed": 10**30}, headers=auth), 400, "seed"),
+        (dict(json={"messages": hi(), "temperature": 1e-300}, headers=auth), 400, "temperature: use 0"),
+        (dict(json={"messages": hi("x" * 3000)}, headers=auth), 400, "the last message is too long"),
+        (dict(json={"messages": hi() * 201}, headers=auth), 400, "is over 200"),
+        (dict(content=b"[" * 100000, headers=raw), 400, "not JSON"),
+        (dict(content=json.dumps({"messages": hi()}), headers={**auth, "content-type": "text/plain"}), 415, "JSON"),
+        (dict(json={"messages": hi()}, headers={**auth, "host": "evil.example"}), 421, "not 'evil.example'"),
         (dict(json={"messages": hi()}), 401, "token"),
         (dict(json={"messages": hi()}, headers={"Authorization": "Bearer wrong"}), 401, "token"),
     ]
@@ -210,10 +225,16 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
         assert r.status_code == status and says in err["message"], (kw, r.status_code, r.text)
         assert "\n" not in err["message"] and "Traceback" not in r.text
     assert s.get("/v1/nowhere", headers=auth).status_code == 404
-    assert httpx.put(f"{s.url}/v1/models", headers=auth).status_code == 405
+    assert httpx.delete(f"{s.url}/v1/models", headers=auth).status_code == 405
     assert s.get("/v1/household/memories", params={"user": "nadie"}, headers=auth).status_code == 400
     r = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": ""}, headers=auth)
     assert r.status_code == 400 and "text" in r.json()["error"]["message"]
+    for text in ("", "   "):
+        r = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": text}, headers=auth)
+        assert r.status_code == 400 and "\n" not in r.json()["error"]["message"], r.text
+    r = httpx.delete(f"{s.url}/v1/household/memories/{10**20}", params={"user": "ana"}, headers=auth)
+    assert r.status_code == 400 and "memory_id" in r.json()["error"]["message"], r.text
+    assert s.get("/health", headers=auth).json()["failed"] == 0
     with pytest.raises(openai.AuthenticationError):
         s.client("wrong").models.list()
     assert s.client("a-token-of-at-least-16").models.list().data[0].id == "test-model"

@@ -123,6 +123,7 @@ def test_chat_streams_and_memories_round_trip(model_file, tmp_path, browser):
         texts = d.execute_script("return window.__texts")
         assert texts and texts[-1] == text_of(d, "#answer .msg.assistant .text"), texts
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:])), texts  # appended delta by delta
+        assert len(texts) >= 2, texts  # streamed: the answer grew in several events, not all at once
         assert d.find_element(By.ID, "message").get_property("value") == ""
 
         # a memory saved through the form is listed and in the API; its delete button removes it from both
