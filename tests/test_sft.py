@@ -69,6 +69,8 @@ def test_finish_reports_the_assistant_figures(tmp_path, base):
     s = finish_run(tmp_path, cfg, tiny=True, tracking=False, log=lambda m: None)
     assert {"heldout.tool_choice", "heldout.arguments"} <= set(s["metrics"])
     assert 0 <= s["metrics"]["heldout.tool_choice"] <= 1 and s["assistant"]["n"] == 64
+    assert s["memory"]["n"] == 64 and 0 < s["memory"]["recall_n"] < 64  # the memory block, measured on its own
+    assert 0 <= s["metrics"]["heldout.memory_ignore_tool_choice"] <= 1
     assert (tmp_path / "transcript.md").is_file() and len(s["transcript"]) == 3
     man = json.loads(Path(s["model_file"]).with_suffix(".json").read_text())
     assert man["chat_template"].startswith("{{- '<|bos|>'") and man["init_from"] == str(base)

@@ -29,8 +29,9 @@ from ...tokenizer import END, Tokenizer
 from ...tools import ToolContext, ToolError, calculator, result_text
 
 # %% auto #0
-__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'TRANSCRIPT', 'make_data', 'same_arguments',
-           'generate_turns', 'score', 'transcript', 'transcript_markdown', 'finish']
+__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT', 'make_data',
+           'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score', 'transcript',
+           'transcript_markdown', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 300
@@ -137,6 +138,30 @@ def score(convs: list[dict], turns: list[dict]) -> dict:
         "per_intent": table.reset_index().to_dict(orient="records"),
     }
 
+# %% ../../../nbs/34_assistant_eval.ipynb #8474a888
+MEMORY_CONVERSATIONS = 120  # held-out conversations with a memory block in the report
+
+
+def memory_conversations(n: int, seed: int) -> list[dict]:
+    "`n` held-out conversations that carry a memory block: questions it answers, and requests it must not sway."
+    convs = conversations(6 * n, "heldout", seed=seed, memories=True)  # about a quarter get a block
+    return [c for c in convs if c["messages"][0]["role"] == "system"][:n]
+
+
+def memory_score(convs: list[dict], turns: list[dict]) -> dict:
+    "Answer accuracy on the questions the block answers; tool choice on the requests with blocks to ignore."
+    res = score(convs, turns)
+    recall = [r for r in res["per_intent"] if r["intent"] == "recall"]
+    other = [r for r in res["per_intent"] if r["intent"] != "recall"]
+    n_other = sum(r["n"] for r in other)
+    return {
+        "n": res["n"],
+        "recall_n": recall[0]["n"] if recall else 0,
+        "recall_answer": recall[0]["answer"] if recall else None,
+        "ignore_n": n_other,
+        "ignore_tool_choice": sum(r["choice"] * r["n"] for r in other) / n_other if n_other else None,
+    }
+
 # %% ../../../nbs/34_assistant_eval.ipynb #0d23781d
 TRANSCRIPT = (
     "hola",
@@ -184,12 +209,17 @@ def finish(run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None) 
     max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
     res = score(convs, generate_turns(model, tokenizer, convs, max_tokens, progress=True))
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
+    mem = memory_conversations(limit or MEMORY_CONVERSATIONS, seed=cfg.train.seed + 3)
+    memory = memory_score(mem, generate_turns(model, tokenizer, mem, max_tokens, progress=True))
     turns = transcript(model, tokenizer, TRANSCRIPT[:3] if limit else TRANSCRIPT, max_tokens=max_tokens)
     atomic_write(run_dir / "transcript.md", transcript_markdown(turns))
     metrics = {f"heldout.{k}": res[k] for k in ("tool_choice", "arguments", "answer") if res[k] is not None}
+    metrics |= {
+        f"heldout.memory_{k}": memory[k] for k in ("recall_answer", "ignore_tool_choice") if memory[k] is not None
+    }
     return {
         "metrics": metrics,
-        "summary": {"assistant": res, "transcript": turns},
+        "summary": {"assistant": res, "memory": memory, "transcript": turns},
         "manifest": {"chat_template": CHAT_TEMPLATE},
         "artifacts": [run_dir / "assistant.csv", run_dir / "transcript.md"],
     }
