@@ -21,18 +21,8 @@ from .conversation import ConversationError, check_chat_tokenizer, parse, render
 from .engine import Engine
 from .household import Household
 from .model import Transformer
-from enlace.tokenizer import (
-    ASSISTANT,
-    END,
-    SYSTEM,
-    TOOL_CALL,
-    TOOL_CALL_END,
-    TOOL_RESULT,
-    TOOL_RESULT_END,
-    USER,
-    StreamDecoder,
-    Tokenizer,
-)
+from .tokenizer import ASSISTANT, END, SYSTEM, USER, StreamDecoder, Tokenizer
+from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END
 from .tools import TOOLS, ToolContext, engine_tools, zone
 
 # %% auto #0

@@ -37,7 +37,7 @@ from .checkpoint import ModelFileError, load_model
 from .common import FolderError, own_folder, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, check_conversation
 from .engine import Engine
-from .household import DEFAULT_ZONE, Household, HouseholdError
+from .household import DEFAULT_ZONE, FAMILY, Household, HouseholdError, Member
 from .model import Transformer
 from .tokenizer import Tokenizer
 from .tools import ToolContext, default_search
@@ -284,18 +284,16 @@ def _close(self) -> None:
 Service._work, Service.health, Service.close = _work, _health, _close
 
 # %% ../nbs/20_serve.ipynb #111e959f
-def _person(service: Service, user: str | None) -> str:
+def _member(service: Service, user: str | None) -> Member:
     "The household member a request speaks for (default: the shared member 'familia'); 400 when unknown."
     try:
-        return service.home.person(user or "familia").name
+        return service.home.person(user or FAMILY)
     except HouseholdError as e:
         raise ServeError(400, str(e), param="user") from None
 
 
 async def _body(request, limit: int = MAX_BODY) -> bytes:
-    "The request body, refused with 413 as soon as it grows over `limit` bytes."
-    if int(request.headers.get("content-length") or 0) > limit:
-        raise ServeError(413, f"the body is over {limit} bytes; send a shorter conversation")
+    "The request body, refused with 413 as soon as it grows over `limit` bytes (the Guard checks Content-Length)."
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -477,7 +475,7 @@ def make_app(service: Service, token: str | None = None, hosts: tuple | None = L
                 param="model",
                 kind="not_found_error",
             )
-        person = _person(service, req.user)
+        person = _member(service, req.user).name
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
         params = dict(
             max_tokens=req.max_tokens or req.max_completion_tokens or min(200, service.max_tokens),
@@ -573,24 +571,21 @@ def _household_routes(app, service: Service) -> None:
 
     BIG = 2**63 - 1  # SQLite's integer range: a larger id is a 400, not an overflow (one At() per route)
 
-    def member(user: str | None):
-        return home.person(_person(service, user))
-
     @app.get("/v1/household")
     def household():
         return {"people": home.people(), "zone": home.zone, "model": service.name, "max_tokens": service.max_tokens}
 
     @app.get("/v1/household/memories")
     def memories(user: str | None = None):
-        return {"memories": member(user).memories()}
+        return {"memories": _member(service, user).memories()}
 
     @app.post("/v1/household/memories")
     def save_memory(body: MemoryIn):
-        return member(body.user).memory_save(body.text)
+        return _member(service, body.user).memory_save(body.text)
 
     @app.delete("/v1/household/memories/{memory_id}")
     def delete_memory(memory_id: int = At(ge=1, le=BIG), user: str | None = None):
-        if not member(user).memory_delete(memory_id):
+        if not _member(service, user).memory_delete(memory_id):
             raise ServeError(404, f"memory {memory_id} is not one of {user or 'familia'}'s", kind="not_found_error")
         return {"deleted": 1}
 
@@ -600,24 +595,21 @@ def _household_routes(app, service: Service) -> None:
 
     @app.get("/v1/household/reminders")
     def reminders(user: str | None = None):
-        return member(user).reminders()
+        return _member(service, user).reminders()
 
     @app.post("/v1/household/reminders/{reminder_id}/done")
     def reminder_done(reminder_id: int = At(ge=1, le=BIG), user: str | None = None):
-        if not member(user).reminder_done(reminder_id):
+        if not _member(service, user).reminder_done(reminder_id):
             raise ServeError(404, f"reminder {reminder_id} is not one of {user or 'familia'}'s", kind="not_found_error")
         return {"done": 1}
 
     @app.get("/v1/household/people/{name}/export")
     def export(name: str):
-        return home.export_person(_person(service, name))
+        return home.export_person(_member(service, name).name)
 
     @app.delete("/v1/household/people/{name}")
-    def forget_person(name: str):
-        try:
-            return {"deleted": home.remove_person(_person(service, name))}
-        except HouseholdError as e:
-            raise ServeError(400, str(e), param="name") from None
+    def forget_person(name: str):  # refusing 'familia' is a HouseholdError: the app answers it with a 400
+        return {"deleted": home.remove_person(_member(service, name).name)}
 
 # %% ../nbs/20_serve.ipynb #0b54fb21
 COMMANDS = ("backup", "restore", "people")
