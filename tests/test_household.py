@@ -17,7 +17,7 @@ from enlace.tools import TOOLS, ToolContext, engine_tools, run_call
 
 TZ = zone("Europe/Madrid")
 NOW = datetime(2026, 12, 1, 11, 7, tzinfo=TZ)  # a Tuesday
-# the schema of version 1 exactly as nbs/18_tools.ipynb created it before the household had versions
+# the schema of version 1 exactly as nbs/19_tools.ipynb (then 18_tools) created it before the household had versions
 V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (person TEXT, list TEXT, item TEXT, added REAL);
 CREATE TABLE IF NOT EXISTS reminders (id INTEGER PRIMARY KEY, person TEXT, at_text TEXT, text TEXT, added REAL);

@@ -14,10 +14,10 @@ MODULES = sorted(p for p in PKG.rglob("*.py") if p.name != "_modidx.py")
 WINGS = ("enlace.tasks", "enlace.synth", "enlace.agent")
 # reading nbs/ in order follows the data: these are the default_exp of the numbered notebooks, in order
 PIPELINE = ["config", "common", "backends", "model", "tokenizer", "corpus", "shards", "prepare", "dataloader",
-            "checkpoint", "engine", "train", "bpb", "report", "track", "drift", "conversation", "household", "tools", "chat",
-            "serve"]
+            "checkpoint", "engine", "train", "bpb", "eval", "report", "track", "drift", "conversation", "household", "tools",
+            "chat", "serve", "export"]
 WING_NOTEBOOKS = ["tasks.conjugations.corpus", "tasks.conjugations.ngram", "tasks.conjugations.evaluate",
-                  "tasks.assistant.data", "tasks.assistant.evaluate", "synth", "agent.tools.search"]
+                  "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.pairs", "synth", "agent.tools.search"]
 
 
 def module_name(path: Path) -> str:

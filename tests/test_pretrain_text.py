@@ -71,6 +71,9 @@ def test_run_notebook_shows_samples_for_a_text_model(shards, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells for o in c.get("outputs", []))
     assert "model file:" in text and "Era una noche de invierno y" in text, text[-2000:]
+    html = "".join(o.get("data", {}).get("text/html", "") for c in nbformat.read(out, as_version=4).cells
+                   for o in c.get("outputs", []))
+    assert "minimal-pairs" in html and "acc.subject_verb_person" in html and "chance" in html  # the card, as a table
 
 
 def test_compiled_run_matches_eager(shards, tmp_path):

@@ -31,7 +31,7 @@ from ...tools import ToolContext, ToolError, calculator, result_text
 # %% auto #0
 __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT', 'make_data',
            'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score', 'transcript',
-           'transcript_markdown', 'finish']
+           'transcript_markdown', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 300
@@ -201,13 +201,21 @@ def transcript_markdown(turns: list[dict]) -> str:
     return "\n".join(lines)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
+def tool_scores(model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2) -> dict:
+    "Held-out tool choice, arguments and answers (see `score`); also the `tools` task of `python -m enlace.eval`."
+    check_chat_tokenizer(tokenizer)
+    convs = conversations(limit or EVAL_CONVERSATIONS, "heldout", seed=seed)  # a run reports with train.seed + 2
+    max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
+    return score(convs, generate_turns(model.eval(), tokenizer, convs, max_tokens, progress=True))
+
+
+# | export
 def finish(run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None) -> dict:
     "The task's report (see `enlace.report.finish_run`): held-out tool choice, arguments, answers; a transcript."
     run_dir, model = Path(run_dir), model.eval()
     check_chat_tokenizer(tokenizer)
-    convs = conversations(limit or EVAL_CONVERSATIONS, "heldout", seed=cfg.train.seed + 2)
+    res = tool_scores(model, tokenizer, limit, seed=cfg.train.seed + 2)
     max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
-    res = score(convs, generate_turns(model, tokenizer, convs, max_tokens, progress=True))
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
     mem = memory_conversations(limit or MEMORY_CONVERSATIONS, seed=cfg.train.seed + 3)
     memory = memory_score(mem, generate_turns(model, tokenizer, mem, max_tokens, progress=True))
