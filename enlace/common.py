@@ -7,6 +7,8 @@ Docs: https://enlace-lm.github.io/enlace/common.html.md"""
 # %% ../nbs/01_common.ipynb #4e89b91e
 from __future__ import annotations
 
+import argparse
+import argparse
 import difflib
 import errno
 import hashlib
@@ -24,8 +26,8 @@ except ImportError:  # Windows
 
 # %% auto #0
 __all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem', 'FolderError',
-           'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'closest', 'short_repr', 'error_line',
-           'run_cli']
+           'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'positive_int', 'closest', 'short_repr',
+           'error_line', 'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -154,6 +156,13 @@ def progress_interval() -> float:
     return 1.0 if live else 10.0
 
 # %% ../nbs/01_common.ipynb #88aa5906
+def positive_int(text: str) -> int:
+    "argparse type for counts (--batch, --limit): a positive whole number, or a one-line usage error."
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def closest(name, choices) -> str:
     "A ' (did you mean ...?)' hint naming the closest of `choices`, or '' when nothing is close."
     m = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)

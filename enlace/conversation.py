@@ -273,7 +273,11 @@ CHAT_TEMPLATE = (
     "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}<|assistant|>{%- endif -%}"
     "{{ m.content or '' }}"
     "{%- for c in m.tool_calls or [] -%}"
-    "<|tool_call|>{{ {'name': c.name, 'arguments': c.arguments} | tojson(separators=(',', ':')) }}<|/tool_call|>"
+    "{%- set f = c.function if c.function is defined else c -%}"  # OpenAI's {"type": "function", "function": {...}}
+    "<|tool_call|>"
+    "{%- if f.arguments is string -%}{{ '{\"name\":' ~ (f.name | tojson) ~ ',\"arguments\":' ~ f.arguments ~ '}' }}"
+    "{%- else -%}{{ {'name': f.name, 'arguments': f.arguments} | tojson(separators=(',', ':')) }}{%- endif -%}"
+    "<|/tool_call|>"
     "{%- endfor -%}"
     "{%- if not m.tool_calls -%}<|end|>{%- endif -%}"
     "{%- endif -%}"

@@ -11,6 +11,7 @@ import argparse
 import csv
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from tqdm import tqdm
 
 from .bpb import TextFileError, score_file
 from .checkpoint import ModelFileError, load_model
-from .common import atomic_write_json, closest, progress_interval, run_cli
+from .common import atomic_write_json, closest, progress_interval, positive_int, run_cli, write_problem
 from .tokenizer import EOS, Tokenizer
 
 HELDOUT = "data/heldout"  # where scripts/prepare_smoke_data.sh leaves the held-out novels (relative to the repo)
@@ -42,6 +43,10 @@ def encode_pair(tok: Tokenizer, context: str, continuation: str) -> tuple[list[i
     "(context ids, continuation ids) as lm-evaluation-harness splits them: encode the whole, cut at the context."
     if not context:  # nothing to condition on: the document start (byte models have none: <|eos|> stands in)
         start = tok.document_ids("") or [tok.special(EOS)]
+        if start == [None]:
+            raise EvalError(
+                f"{tok!r} has no <|eos|> to start from (a model from before the specials): no empty context"
+            )
         return start, tok.encode(continuation)
     spaces = len(context) - len(context.rstrip())
     if spaces:  # trailing spaces go with the continuation, where the tokenizer attaches them to the next word
@@ -71,11 +76,12 @@ def loglikelihoods(model, tok: Tokenizer, requests: list[tuple[str, str]], batch
         for r, i in enumerate(idx):
             seq = rows[i][0]
             x[r, : len(seq) - 1] = torch.tensor(seq[:-1])  # right padding: causal attention never looks at it
-        logp = F.log_softmax(model(x.to(device)).float(), dim=-1)  # (B, T, V)
+        logits = model(x.to(device))  # (B, T, V)
         for r, i in enumerate(idx):
             seq, n = rows[i]
-            pos = torch.arange(len(seq) - 1 - n, len(seq) - 1, device=device)  # where the continuation is predicted
-            out[i] = logp[r, pos, torch.tensor(seq[-n:], device=device)].sum().item()
+            # only where the continuation is predicted: a log-softmax over every position would be B x T x V floats
+            logp = F.log_softmax(logits[r, len(seq) - 1 - n : len(seq) - 1].float(), dim=-1)  # (n, V)
+            out[i] = logp.gather(1, torch.tensor(seq[-n:], device=device)[:, None]).sum().item()
         bar.update(len(idx))
     bar.close()
     return out
@@ -97,7 +103,7 @@ def read_stories(path) -> list[dict]:
     "XStoryCloze TSV rows as {'context', 'choices', 'gold'} (gold: 0 or 1); EvalError names the file and line."
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = [s for s in path.read_text(encoding="utf-8-sig").splitlines() if s.strip()]  # BOM, blank lines
     except FileNotFoundError:
         raise EvalError(f"{path}: not found; name the stories' TSV: --tasks xstorycloze=PATH") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -109,7 +115,7 @@ def read_stories(path) -> list[dict]:
         raise EvalError(f"{path}: line 1: missing column(s) {', '.join(missing)} (XStoryCloze TSV header expected)")
     col = {c: header.index(c) for c in STORY_COLUMNS}
     out = []
-    for n, row in enumerate(rows[1:], start=2):
+    for n, row in enumerate(rows[1:], start=2):  # n: the line among the non-blank ones
         if len(row) != len(header):
             raise EvalError(f"{path}: line {n}: {len(row)} fields, the header has {len(header)}")
         answer = row[col["AnswerRightEnding"]].strip()
@@ -117,6 +123,8 @@ def read_stories(path) -> list[dict]:
             raise EvalError(f"{path}: line {n}: AnswerRightEnding is {answer!r}; it must be 1 or 2")
         sentences = [row[col[f"InputSentence{i}"]] for i in range(1, 5)]
         endings = [row[col["RandomFifthSentenceQuiz1"]], row[col["RandomFifthSentenceQuiz2"]]]
+        if not all(e.strip() for e in endings):
+            raise EvalError(f"{path}: line {n}: an empty ending; both RandomFifthSentenceQuiz columns need text")
         out.append({"context": " ".join(sentences), "choices": endings, "gold": int(answer) - 1})
     if not out:
         raise EvalError(f"{path}: no stories after the header")
@@ -167,15 +175,19 @@ def read_pairs(path) -> list[dict]:
     "Minimal pairs from a JSONL file of {'phenomenon', 'good', 'bad'}; EvalError names the line."
     out = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise EvalError(f"{path}: cannot read the pairs ({type(e).__name__})") from None
     for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
             p = json.loads(line)
             out.append({k: str(p[k]) for k in ("phenomenon", "good", "bad")})
         except (ValueError, KeyError, TypeError):
             raise EvalError(f"{path}: line {n}: expected JSON with phenomenon, good and bad") from None
+    if not out:
+        raise EvalError(f"{path}: no pairs in it")
     return out
 
 
@@ -206,7 +218,7 @@ def task_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = 
     if "chat_template" not in man:
         raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop the tools task")
     seed = man.get("config", {}).get("train", {}).get("seed", 0) + 2  # the draw of the run's own report
-    scores = importlib.import_module("enlace.tasks.assistant.evaluate").tool_scores(model, tok, limit, seed)
+    scores = importlib.import_module("enlace.tasks.assistant.evaluate").tool_scores(model, tok, limit, seed, 200)
     return {k: scores[k] for k in ("tool_choice", "arguments", "answer", "n") if scores[k] is not None}
 
 # %% ../nbs/13_eval.ipynb #5146e88c
@@ -273,13 +285,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("model", help="model file (model-<hash>.safetensors) or its run folder")
     ap.add_argument("--tasks", help=f"TASK[=PATH],... of {', '.join(TASKS)} (default: all with data here)")
-    ap.add_argument("--limit", type=int, help="at most N items per task (per phenomenon for minimal-pairs)")
-    ap.add_argument("--batch", type=int, default=32, help="rows per forward pass")
+    ap.add_argument("--limit", type=positive_int, help="at most N items per task (per phenomenon for minimal-pairs)")
+    ap.add_argument("--batch", type=positive_int, default=32, help="rows per forward pass")
     ap.add_argument("--json", help="write {task: {metric: value}} to this file")
     args = ap.parse_args(argv)
     try:
-        if args.limit is not None and args.limit < 1:
-            raise EvalError(f"--limit {args.limit}: give a positive number of items")
+        if args.json and not os.access(Path(args.json).resolve().parent, os.W_OK):  # before minutes of scoring
+            raise EvalError(f"--json {args.json}: its folder does not exist or cannot be written")
         tasks = parse_tasks(args.tasks) if args.tasks else None
         model, tok, man = load_model(args.model)
         result = card(model, tok, man, tasks, args.limit, args.batch, log=lambda m: print(m, file=sys.stderr))
@@ -289,7 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     for row in card_rows(result):
         print(_line(row))
     if args.json:
-        atomic_write_json(args.json, result, indent=2)
+        try:
+            atomic_write_json(args.json, result, indent=2)
+        except OSError as e:
+            print(f"eval error: {write_problem(e, args.json)}", file=sys.stderr)
+            return 2
     return 0
 
 # %% ../nbs/13_eval.ipynb #ec38c2de

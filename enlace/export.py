@@ -19,11 +19,11 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors
 
-from .checkpoint import ModelFileError, load_model, write_error
-from .common import atomic_write_json, run_cli
+from .checkpoint import ModelFileError, load_model, model_file
+from .common import atomic_write_json, pid_alive, run_cli, write_problem
 from .config import ModelConfig
 from .model import Transformer, param_count
-from .tokenizer import BOS, END, EOS, PAD, SPECIAL_TOKENS, Tokenizer
+from .tokenizer import END, EOS, PAD, SPECIAL_TOKENS, TOOL_CALL_END, Tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOLERANCE = 1e-4  # the largest |logit difference| an export may show against ENLACE's own forward pass (float32)
@@ -135,7 +135,8 @@ def hf_tokenizer(tok: Tokenizer) -> tokenizers.Tokenizer:
 # %% ../nbs/22_export.ipynb #e7e8bdf8
 def qwen3_config(cfg: ModelConfig, tok: Tokenizer, chat: bool, dtype: str) -> dict:
     "config.json of the export: Qwen3ForCausalLM with our sizes (both spellings of the RoPE base, for old and new)."
-    stops = [tok.special(END), tok.special(EOS)] if chat else [tok.special(EOS)]
+    # a chat model also stops when a tool call is complete: the caller runs it and appends the result
+    stops = [tok.special(END), tok.special(TOOL_CALL_END), tok.special(EOS)] if chat else [tok.special(EOS)]
     return {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
@@ -159,7 +160,7 @@ def qwen3_config(cfg: ModelConfig, tok: Tokenizer, chat: bool, dtype: str) -> di
         "max_window_layers": cfg.n_layers,
         "initializer_range": cfg.init_std,
         "use_cache": True,
-        "bos_token_id": tok.special(BOS),
+        "bos_token_id": tok.special(EOS),  # a document starts after <|eos|>: what the harness prefixes
         "eos_token_id": stops if chat else stops[0],
         "pad_token_id": tok.special(PAD),
         "torch_dtype": dtype,
@@ -170,7 +171,7 @@ def tokenizer_config(cfg: ModelConfig, chat_template: str | None) -> dict:
     "tokenizer_config.json: the fast tokenizer class, our specials, exact decoding, the chat template if any."
     out = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": BOS,
+        "bos_token": EOS,  # the document start (lm-evaluation-harness's prefix for an empty context)
         "eos_token": END if chat_template else EOS,
         "pad_token": PAD,
         "model_max_length": cfg.max_seq_len,
@@ -212,10 +213,16 @@ def _rounded(model: Transformer, dtype: str) -> Transformer:
 @torch.no_grad()
 def check_export(model: Transformer, tok: Tokenizer, out_dir, dtype: str = "float32", seed: int = 0) -> dict:
     "Load the folder with transformers and compare: logits on random ids (float32), and token ids of sample texts."
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # the [hf] extra, only when checking
+    import transformers  # the [hf] extra, only when checking
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    hf = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
-    hf_tok = AutoTokenizer.from_pretrained(out_dir)
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+        hf_tok = AutoTokenizer.from_pretrained(out_dir)
+    except (OSError, ValueError, KeyError, TypeError) as e:  # an old transformers without Qwen3, for one
+        raise ExportError(
+            f"transformers {transformers.__version__} cannot load the export ({e}); pip install 'transformers>=5'"
+        ) from None
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.cfg.vocab_size, (2, min(64, model.cfg.max_seq_len)), generator=g)
     diff = (_rounded(model, dtype)(ids) - hf(ids).logits).abs().max().item()
@@ -224,12 +231,17 @@ def check_export(model: Transformer, tok: Tokenizer, out_dir, dtype: str = "floa
     return {"max_abs_logit_diff": diff, "tokens_equal": same}
 
 
-def _refuse_existing(out_dir: Path, force: bool) -> None:
-    "ExportError unless `out_dir` is absent, an empty folder, or `force` lets it be replaced."
+def _refuse_existing(out_dir: Path, force: bool, source: Path) -> None:
+    "ExportError unless `out_dir` is absent, empty, or an earlier export that `force` lets this one replace."
     if out_dir.is_file():
         raise ExportError(f"{out_dir}: is a file; name a folder for the export")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not force:
         raise ExportError(f"{out_dir}: already exists and is not empty; pass --force to replace it")
+    if source.resolve().parent == out_dir.resolve() or not (out_dir / "enlace.json").is_file():
+        # --force replaces an earlier export, never a run folder or anything else a user keeps there
+        raise ExportError(f"{out_dir}: is not an earlier export (no enlace.json, or it holds the model); name another")
 
 
 def export(model_path, out_dir, dtype: str = "float32", force: bool = False, check: bool = True, log=print) -> dict:
@@ -237,10 +249,12 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
     out_dir = Path(out_dir)
     if dtype not in DTYPES:
         raise ExportError(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
-    _refuse_existing(out_dir, force)
+    _refuse_existing(out_dir, force, model_file(model_path))
     model, tok, man = load_model(model_path)
+    for old in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):  # an export killed half-way
+        if not pid_alive(int(old.name.rsplit("-", 1)[1])):
+            shutil.rmtree(old, ignore_errors=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"  # beside the target: the final rename is atomic
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
         write_export(model, tok, man, tmp, dtype)
         figures = {}
@@ -254,7 +268,7 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
     except OSError as e:
-        raise write_error(out_dir, e) from None
+        raise ExportError(write_problem(e, out_dir, "export into a folder you may write")) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = param_count(model.cfg)["total"]

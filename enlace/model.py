@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import run_cli
+from .common import positive_int, run_cli
 from .config import ConfigError, ModelConfig, load_config, load_layer
 
 # Under autocast RMSNorm gets 16-bit activations and float32 gains: torch then computes it on its unfused path, in
@@ -23,7 +23,7 @@ warnings.filterwarnings("ignore", message="Mismatch dtype between input and weig
 
 # %% auto #0
 __all__ = ['rope_tables', 'apply_rope', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss', 'param_count', 'flops_per_token',
-           'main']
+           'memory_estimate', 'main']
 
 # %% ../nbs/03_model.ipynb #58c72dc2
 def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
@@ -173,11 +173,51 @@ def flops_per_token(c: ModelConfig, seq_len: int | None = None) -> int:
     matmul = param_count(c)["non_embedding"] + c.vocab_size * c.d_model
     return 6 * matmul + 12 * c.n_layers * c.d_model * T
 
+# %% ../nbs/03_model.ipynb #803c6320
+def memory_estimate(
+    c: ModelConfig,
+    batch: int,
+    seq_len: int,
+    dtype: str = "float32",
+    attention: str = "math",
+    checkpointing: bool = False,
+    accumulating: bool = False,
+    kv_tokens: int | None = None,
+) -> dict:
+    "Bytes of a training step's peak, by part, and of a generation KV cache (see the notebook for the counts)."
+    d, dff, nh, nkv, L, V = c.d_model, c.d_ff, c.n_heads, c.n_kv_heads, c.n_layers, c.vocab_size
+    kv = nkv * c.head_dim
+    half = dtype != "float32"
+    n = param_count(c)["total"]
+    tokens = batch * seq_len
+    # what autograd keeps per token and layer: norms and residual in float32, matmul inputs in the autocast dtype
+    layer = (42 * d + 8 * kv + 8 * dff if half else 48 * d + 12 * kv + 16 * dff) + 4 * nh + 4 * nkv + 8
+    layer += 4 * nh * seq_len if attention == "math" else 4 * nh  # math keeps the softmax; fused kernels a logsumexp
+    head = 12 * d + 16 + (6 if half else 4) * V  # final norm and the logits (float32 for the loss; half ones too)
+    out = {
+        "weights": 4 * n,  # float32 master weights
+        "gradients": 4 * n if accumulating else 0,  # alive across micro-batches; otherwise made as activations go
+        "optimizer": 8 * n,  # AdamW: two float32 moments
+        "half_weights": 2 * (n - (0 if c.tie_embeddings else V * d)) if half else 0,  # autocast's copies of matmuls
+        "loss_backward": 16 * V * tokens,  # the logits' gradient and the softmax's temporaries
+    }
+    out["activations"] = tokens * (layer * L + head)
+    if checkpointing:  # only the blocks' inputs stay; the peak is the loss's backward or one block's recomputation
+        out["activations"] = tokens * (4 * d * L + head)
+        if tokens * layer > tokens * head + out["loss_backward"]:
+            out["activations"], out["loss_backward"] = tokens * (4 * d * L + layer), 0
+    out["peak"] = sum(out.values())
+    out["kv_cache_per_token"] = 2 * L * kv * (2 if half else 4)
+    out["kv_cache"] = out["kv_cache_per_token"] * (kv_tokens or c.max_seq_len)
+    return out
+
 # %% ../nbs/03_model.ipynb #4bba9784
 import argparse
 import sys
 
 import yaml
+
+from .config import grad_accum, micro_batch
 
 # %% ../nbs/03_model.ipynb #c3acfd0e
 def _is_run_file(path: str) -> bool:
@@ -189,28 +229,53 @@ def _is_run_file(path: str) -> bool:
     return isinstance(data, dict) and (isinstance(data.get("include"), (dict, list)) or "model" in data)
 
 
+def _memory_lines(cfg: ModelConfig, batch: int, seq_len: int, dtype: str, attention: str, accumulating: bool):
+    "The memory estimate as printed lines: each part without and with activation checkpointing (MiB)."
+    plain = memory_estimate(cfg, batch, seq_len, dtype, attention, accumulating=accumulating)
+    ckpt = memory_estimate(cfg, batch, seq_len, dtype, attention, checkpointing=True, accumulating=accumulating)
+    mib = lambda v: f"{v / 2**20:>10,.1f}"
+    yield f"memory of a training step ({batch} x {seq_len} tokens, {dtype}, {attention} attention), MiB:"
+    yield f"  {'':<16}{'as trained':>10}  {'checkpointed':>12}"
+    for k in ("weights", "gradients", "optimizer", "half_weights", "activations", "loss_backward", "peak"):
+        yield f"  {k:<16}{mib(plain[k])}  {mib(ckpt[k]):>12}"
+    kv = plain["kv_cache_per_token"]
+    yield f"KV cache (generation): {kv:,} bytes per token, {plain['kv_cache'] / 2**20:,.1f} MiB at {cfg.max_seq_len} tokens"
+
+
 def main(argv: list[str] | None = None) -> int:
-    "CLI: parameter counts and FLOPs per token of MODEL_OR_RUN.yaml (exit 2 with one line on a bad config)."
-    ap = argparse.ArgumentParser(prog="python -m enlace.model", description="Parameter count and FLOPs per token.")
+    "CLI: parameters, FLOPs per token and training memory of MODEL_OR_RUN.yaml (exit 2 with one line when bad)."
+    ap = argparse.ArgumentParser(
+        prog="python -m enlace.model", description="Parameter count, FLOPs per token and memory of a training step."
+    )
     ap.add_argument("config", help="model file (configs/model/*.yaml) or run file (configs/runs/*.yaml)")
     ap.add_argument("overrides", nargs="*", help="overrides for a run file, e.g. model.n_layers=4")
+    ap.add_argument("--batch", type=positive_int, help="sequences per micro-batch (default: the run's, or 1)")
+    ap.add_argument("--seq-len", type=positive_int, help="tokens per sequence (default: the run's, or max_seq_len)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], help="autocast dtype (default: the run's)")
+    ap.add_argument("--attention", help="attention kernel; math keeps the softmax (default: the run's, or math)")
     args = ap.parse_args(argv)
     try:
         if _is_run_file(args.config):
             run = load_config(args.config, args.overrides)
-            cfg, seq_len = run.model, run.train.seq_len
+            cfg, seq_len, batch = run.model, run.train.seq_len, micro_batch(run)
+            dtype, attention, accumulating = run.hardware.dtype, run.hardware.attention, grad_accum(run) > 1
         else:
             if args.overrides:
                 raise ConfigError(f"command line: overrides need a run file, {args.config} is a model file")
             cfg = load_layer(args.config, "model")
-            seq_len = cfg.max_seq_len
+            seq_len, batch, dtype, attention, accumulating = cfg.max_seq_len, 1, "float32", "math", False
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    seq_len = args.seq_len or seq_len
     n = param_count(cfg)
     print(f"parameters:                {n['total']:>14,}  ({n['total'] / 1e6:.2f} M)")
     print(f"parameters w/o embeddings: {n['non_embedding']:>14,}  ({n['non_embedding'] / 1e6:.2f} M)")
     print(f"FLOPs per token (train):   {flops_per_token(cfg, seq_len):>14,}  (6N + 12·L·d·T at T={seq_len})")
+    lines = _memory_lines(
+        cfg, args.batch or batch, seq_len, args.dtype or dtype, args.attention or attention, accumulating
+    )
+    print("\n".join(lines))
     return 0
 
 # %% ../nbs/03_model.ipynb #78c2d77d

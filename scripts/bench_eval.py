@@ -75,7 +75,9 @@ def main() -> None:
     if "xstorycloze" in result:
         n = result["xstorycloze"]["n"]
         print(f"[eval] xstorycloze: {n} stories in {seconds['xstorycloze']:.1f} s (target < 60 s)")
-    if args.harness and Path(STORIES).is_file():
+    if args.harness and not Path(STORIES).is_file():
+        print(f"[eval] no {STORIES} here: no cross-check with lm-evaluation-harness")
+    elif args.harness:
         h = harness(args.model, STORIES)
         ours = result["xstorycloze"]
         gap = max(abs(h["acc"] - ours["acc"]), abs(h["acc_norm"] - ours["acc_norm"])) * 100

@@ -70,8 +70,15 @@ def test_batched_scores_equal_one_by_one(bpe_model):
     one = loglikelihoods(model, tok, reqs, batch=1)
     assert max(abs(a - b) for a, b in zip(one, loglikelihoods(model, tok, reqs, batch=4))) < 1e-4
     # a context longer than the model reads loses its start, and still scores the whole continuation
-    long = [(" ".join([sentence(rng, 9)] * 200), " casa")]
-    assert loglikelihoods(model, tok, long)[0] < 0
+    ctx = " ".join([sentence(rng, 9)] * 200)
+    ids = tok.document_ids(ctx + " casa")
+    n = len(tok.document_ids(ctx + " casa")) - len(tok.document_ids(ctx))
+    keep = torch.tensor([ids[-(model.cfg.max_seq_len + 1) :]])  # what the model can read, plus the last target
+    with torch.no_grad():
+        logp = torch.log_softmax(model(keep[:, :-1]).float(), -1)[0]
+    want = sum(logp[-n + j, keep[0, -n + j]].item() for j in range(n))
+    assert len(ids) > model.cfg.max_seq_len + 1
+    assert abs(loglikelihoods(model, tok, [(ctx, " casa")])[0] - want) < 1e-4
 
 
 def test_tools_task_on_a_chat_model(tmp_path):
@@ -97,7 +104,11 @@ def test_tools_task_on_a_chat_model(tmp_path):
         (None, ["--tasks", "bpb,minimal-pair"], "unknown task 'minimal-pair' (did you mean 'minimal-pairs'?)"),
         (None, ["--tasks", "xstorycloze={tmp}/nope.tsv"], "nope.tsv: not found; name the stories' TSV"),
         (None, ["--tasks", "tools"], "not a chat model"),
-        (None, ["--limit", "0"], "--limit 0"),
+        (None, ["--limit", "0"], "'0' is not a positive whole number"),
+        (None, ["--batch", "0"], "'0' is not a positive whole number"),
+        ("empty_ending", ["--tasks", "xstorycloze={tsv}"], "line 2: an empty ending"),
+        ("no_pairs", ["--tasks", "minimal-pairs={tmp}/pairs.jsonl"], "pairs.jsonl: no pairs in it"),
+        (None, ["--tasks", "minimal-pairs", "--json", "{tmp}/nope/card.json"], "cannot be written"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, cli, bpe_model, make, args, expect):
@@ -110,10 +121,24 @@ def test_bad_input_is_one_line(tmp_path, cli, bpe_model, make, args, expect):
         lines[2] = lines[2][:-1] + "0"
     elif make == "fields":
         lines[1] = lines[1].rsplit("\t", 1)[0]
+    elif make == "empty_ending":
+        cells = lines[1].split("\t")
+        cells[5] = " "
+        lines[1] = "\t".join(cells)
+    elif make == "no_pairs":
+        (tmp_path / "pairs.jsonl").write_text("\n\n")
     tsv.write_text("\n".join(lines) + "\n")
     r = cli("enlace.eval", mf, *(a.format(tsv=tsv, tmp=tmp_path) for a in args))
     assert r.returncode == 2, r.stdout
-    assert expect in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert expect in lines[-1], r.stderr
+    assert len(lines) == 1 or lines[-1].startswith("python -m enlace.eval: error:"), r.stderr  # argparse adds usage
+
+
+def test_a_tsv_with_a_bom_and_blank_lines_reads(tmp_path):
+    tsv = write_stories(tmp_path / "s.tsv", 4)
+    tsv.write_bytes(b"\xef\xbb\xbf" + tsv.read_bytes().replace(b"\n", b"\n\n", 2))  # Excel's BOM, blank lines
+    assert len(read_stories(tsv)) == 4
 
 
 def test_model_file_without_its_tokenizer(tmp_path, cli, bpe_model):
@@ -122,6 +147,24 @@ def test_model_file_without_its_tokenizer(tmp_path, cli, bpe_model):
     shutil.rmtree(next((tmp_path / "m").glob("tokenizer-*")))
     r = cli("enlace.eval", tmp_path / "m" / mf.name, "--tasks", "minimal-pairs")
     assert r.returncode == 2 and "tokenizer" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_empty_context_scores_as_the_harness(tmp_path, bpe_model):
+    "Minimal pairs have no context: the harness prefixes the export's bos_token, <|eos|>, as enlace.eval does."
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from enlace.export import export
+
+    mf, model, tok = bpe_model
+    export(mf, tmp_path / "hf")
+    lm = HFLM(pretrained=str(tmp_path / "hf"), dtype="float32", device="cpu", batch_size=4)
+    texts = ["La casa de mi abuela tenía un patio.", "Ana fue al mercado y compró pan."]
+    reqs = [Instance("loglikelihood", {}, ("", s), i) for i, s in enumerate(texts)]
+    theirs = [ll for ll, _ in lm.loglikelihood(reqs)]
+    ours = loglikelihoods(model, tok, [("", s) for s in texts])
+    assert max(abs(a - b) for a, b in zip(theirs, ours)) < 1e-3, (theirs, ours)
 
 
 def test_same_accuracy_as_lm_evaluation_harness(tmp_path, bpe_model, monkeypatch):

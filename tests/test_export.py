@@ -32,7 +32,7 @@ def bpe(tmp_path_factory):
 
 def cfg(vocab_size, **kw):
     base = load_layer(ROOT / "configs/model/smoke.yaml", "model").model_dump()
-    small = dict(vocab_size=vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=96, max_seq_len=128)
+    small = dict(vocab_size=vocab_size, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=96, max_seq_len=256)
     return ModelConfig(**{**base, "tie_embeddings": False, **small, **kw})
 
 
@@ -75,6 +75,8 @@ def test_logits_equal_with_and_without_padding(tmp_path, bpe, kind, kw):
     with torch.no_grad():
         ours = model(ids)
         assert (ours - hf(ids).logits).abs().max() < 1e-4
+        full = torch.randint(0, tok.vocab_size, (1, model.cfg.max_seq_len), generator=g)  # every position RoPE has
+        assert (model(full) - hf(full).logits).abs().max() < 1e-4
         lengths = [100, 37, 64, 5]
         pad = tok.special("<|pad|>")
         for side in ("right", "left"):  # a batch of unequal rows, padded, with the attention mask
@@ -123,7 +125,10 @@ def test_apply_chat_template_gives_our_ids_on_50_conversations(tmp_path, bpe, ki
     tok = bpe if kind == "bpe" else Tokenizer.bytes()
     _, folder = exported(tmp_path, cfg(tok.vocab_size), tok, chat=True, check=False)
     ht = AutoTokenizer.from_pretrained(folder)
-    assert ht.eos_token == "<|end|>" and json.loads((folder / "config.json").read_text())["eos_token_id"][0] == tok.special("<|end|>")
+    assert ht.eos_token == "<|end|>"
+    stops = [tok.special(s) for s in ("<|end|>", "<|/tool_call|>", "<|eos|>")]  # a finished tool call stops too
+    assert json.loads((folder / "config.json").read_text())["eos_token_id"] == stops
+    assert json.loads((folder / "generation_config.json").read_text())["eos_token_id"] == stops
     rng = random.Random(3)
     for _ in range(50):
         c = check_conversation(random_conversation(rng))
@@ -133,6 +138,37 @@ def test_apply_chat_template_gives_our_ids_on_50_conversations(tmp_path, bpe, ki
         assert got == render(c, tok)[0]
         prompt = ht.apply_chat_template(c["messages"][:-1], tokenize=True, add_generation_prompt=True)["input_ids"]
         assert prompt == render_prompt(c["messages"][:-1], tok)
+
+
+def test_chat_template_takes_openai_shaped_tool_calls(tmp_path, bpe):
+    _, folder = exported(tmp_path, cfg(bpe.vocab_size), bpe, chat=True, check=False)
+    ht = AutoTokenizer.from_pretrained(folder)
+    call = {"name": "list_add", "arguments": {"list": "compra", "items": ["leche", "pan"]}}
+    ours = {"messages": [{"role": "user", "content": "añade leche y pan"},
+                         {"role": "assistant", "content": "", "tool_calls": [call]},
+                         {"role": "tool", "content": '{"ok": true}'}, {"role": "assistant", "content": "Hecho."}]}
+    want = render(ours, bpe)[0]
+    for args in (call["arguments"], json.dumps(call["arguments"], ensure_ascii=False, separators=(",", ":"))):
+        theirs = json.loads(json.dumps(ours))
+        theirs["messages"][1]["tool_calls"] = [{"type": "function", "id": "c1",
+                                                "function": {"name": call["name"], "arguments": args}}]
+        assert ht.apply_chat_template(theirs["messages"], tokenize=True)["input_ids"] == want
+
+
+def test_force_replaces_an_earlier_export_only(tmp_path, bpe, cli):
+    torch.manual_seed(0)
+    mf = export_model(Transformer(cfg(bpe.vocab_size)), tmp_path / "run", bpe)
+    assert cli("enlace.export", mf, tmp_path / "hf", "--no-check").returncode == 0
+    r = cli("enlace.export", mf, tmp_path / "hf", "--no-check", "--force")
+    assert r.returncode == 0, r.stderr  # an earlier export: replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    for target in (tmp_path / "mine", tmp_path / "run"):  # a folder of someone's, the model's own run folder
+        r = cli("enlace.export", mf, target, "--no-check", "--force")
+        assert r.returncode == 2 and "not an earlier export" in r.stderr and len(r.stderr.splitlines()) == 1
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep" and mf.is_file()
+    cfgjson = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert cfgjson["bos_token_id"] == bpe.special("<|eos|>")  # a document's start, as the harness will prefix
 
 
 def test_save_pretrained_round_trip(tmp_path, bpe):
@@ -157,6 +193,12 @@ def test_bfloat16_export_matches_rounded_weights(tmp_path, bpe):
 
     with safe_open(folder / "model.safetensors", "pt") as f:
         assert f.get_tensor("model.embed_tokens.weight").dtype == torch.bfloat16
+    rounded = Transformer(model.cfg).eval()  # our model with its weights rounded to bfloat16, computed in float32
+    rounded.load_state_dict({k: v.bfloat16().float() for k, v in model.state_dict().items()})
+    ids = torch.randint(0, bpe.vocab_size, (2, 50))
+    with torch.no_grad():
+        assert (hf_model(folder)(ids).logits - rounded(ids)).abs().max() < 1e-4
+        assert (hf_model(folder)(ids).logits - model(ids)).abs().max() > 1e-4  # the rounding is really there
 
 
 def test_refusals_are_one_line_and_write_nothing(tmp_path, bpe, cli):

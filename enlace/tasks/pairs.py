@@ -187,7 +187,7 @@ NOUNS: dict[str, tuple[str, str, str]] = {
 ADJECTIVES: dict[str, tuple[str, str, str]] = {
     # four forms: agree in gender and number
     "nuevo": ("nuevo nueva nuevos nuevas", "object place person info", "ser"),
-    "viejo": ("viejo vieja viejos viejas", "object place person animal", "ser"),
+    "viejo": ("viejo vieja viejos viejas", "object place animal", "ser"),  # not people: "los niños viejos"
     "pequeño": ("pequeño pequeña pequeños pequeñas", "object place person animal", "ser"),
     "bonito": ("bonito bonita bonitos bonitas", "object place animal time", "ser"),
     "feo": ("feo fea feos feas", "object place animal", "ser"),
@@ -565,8 +565,8 @@ def _imperative(verb: str, subject: str) -> set[str]:
 def _wrong_persons(subject: str, person: str, tense: str, swap: str) -> list[str]:
     "The persons whose form is clearly wrong for `subject`: same number, other person; or same person, other number."
     i = PERSONS.index(person)
-    if swap == "number":
-        return [PERSONS[(i + 3) % 6]]
+    if swap == "number":  # "tú vivís" is heard in Chile (tú with the vosotros-like voseo forms): not for tú
+        return [] if subject == "tú" else [PERSONS[(i + 3) % 6]]
     out = [p for j, p in enumerate(PERSONS) if j // 3 == i // 3 and j != i]
     if subject == "tú" and tense == "presente":
         out.remove("él/ella/usted")  # "tú come" reads as the imperative "(tú,) come"
@@ -648,7 +648,6 @@ ESTAR_ONLY: dict[str, str] = {
 # ser only: judgements about a fact or an event ("está necesario" is wrong)
 SER_ONLY: dict[str, str] = {
     "posible": "posible posible posibles posibles",
-    "imposible": "imposible imposible imposibles imposibles",
     "necesario": "necesario necesaria necesarios necesarias",
     "importante": "importante importante importantes importantes",
     "imprescindible": "imprescindible imprescindible imprescindibles imprescindibles",
@@ -659,14 +658,14 @@ SER_ONLY: dict[str, str] = {
 }
 # infinitive subjects ("Es necesario pedir cita."): the ser-only adjectives each one reads well with
 SER_CLAUSES: dict[str, str] = {
-    "llegar a tiempo": "posible imposible necesario importante conveniente",
-    "reservar una mesa": "posible imposible necesario imprescindible conveniente obligatorio",
-    "hablar con el médico": "posible imposible necesario importante conveniente",
-    "terminar el trabajo hoy": "posible imposible necesario importante imprescindible",
+    "llegar a tiempo": "posible necesario importante conveniente",
+    "reservar una mesa": "posible necesario imprescindible conveniente obligatorio",
+    "hablar con el médico": "posible necesario importante conveniente",
+    "terminar el trabajo hoy": "posible necesario importante imprescindible",
     "aprender otro idioma": "posible necesario importante conveniente",
-    "dormir ocho horas": "posible imposible necesario importante",
-    "salir temprano": "posible imposible necesario conveniente",
-    "pagar con tarjeta": "posible imposible obligatorio frecuente habitual",
+    "dormir ocho horas": "posible necesario importante",
+    "salir temprano": "posible necesario conveniente",
+    "pagar con tarjeta": "posible obligatorio frecuente habitual",
     "pedir cita": "necesario imprescindible obligatorio conveniente",
     "llevar el pasaporte": "necesario imprescindible obligatorio",
     "cenar tarde": "frecuente habitual",
@@ -676,8 +675,8 @@ SER_CLAUSES: dict[str, str] = {
 SER_SUBJECTS: tuple[tuple[str, str, bool, str], ...] = (
     ("tu ayuda", "f", False, "imprescindible importante necesario"),
     ("la reunión", "f", False, "importante necesario"),
-    ("este cambio", "m", False, "posible imposible necesario importante"),
-    ("el acuerdo", "m", False, "posible imposible necesario importante"),
+    ("este cambio", "m", False, "posible necesario importante"),
+    ("el acuerdo", "m", False, "posible necesario importante"),
     ("el examen", "m", False, "obligatorio importante"),
     ("el pasaporte", "m", False, "imprescindible necesario obligatorio"),
     ("la vacuna", "f", False, "obligatorio necesario importante"),
@@ -849,6 +848,8 @@ def enclitic_order() -> Iterator[tuple[str, str, str]]:
                         adverb = _pick(adverbs, verb, aux, tense, person, indirect, direct)
                         text = _words(conjugate(aux, tense, person), link, "{}", recipient, adverb) + "."
                         good, bad = base + indirect + direct, base + direct + indirect
+                        if "ss" in bad:  # "llevárlasse": a spelling Spanish never has, wrong without any grammar
+                            continue
                         yield _pair(kind, sentence(text.format(good)), sentence(text.format(bad)))
 
 # %% ../../nbs/35_minimal_pairs.ipynb #a940151c

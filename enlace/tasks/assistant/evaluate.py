@@ -201,11 +201,13 @@ def transcript_markdown(turns: list[dict]) -> str:
     return "\n".join(lines)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
-def tool_scores(model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2) -> dict:
+def tool_scores(
+    model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2, max_tokens: int | None = None
+) -> dict:
     "Held-out tool choice, arguments and answers (see `score`); also the `tools` task of `python -m enlace.eval`."
     check_chat_tokenizer(tokenizer)
     convs = conversations(limit or EVAL_CONVERSATIONS, "heldout", seed=seed)  # a run reports with train.seed + 2
-    max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
+    max_tokens = max_tokens or (48 if limit else 200)  # a test's untrained model never ends its answers
     return score(convs, generate_turns(model.eval(), tokenizer, convs, max_tokens, progress=True))
 
 

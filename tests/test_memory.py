@@ -1,0 +1,40 @@
+"""python -m enlace.model's memory estimate against the peak of live tensors measured on this CPU (MemTracker), on
+small configurations: the same check as scripts/bench_memory.py, which runs it on the repo's model sizes."""
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+SCRIPT = ROOT / "scripts/bench_memory.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_memory", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("dtype,attention,ckpt", [("float32", "math", False), ("float32", "math", True),
+                                                   ("bfloat16", "flash", False), ("bfloat16", "math", True)])
+def test_estimate_within_20_percent_of_the_measured_peak(bench, dtype, attention, ckpt):
+    from enlace.config import load_layer
+    from enlace.model import memory_estimate
+
+    cfg = load_layer(ROOT / "configs/model/pretrain-cpu.yaml", "model")
+    got = bench.measure("pretrain-cpu", 2, 128, dtype, attention, ckpt)["total"]
+    est = memory_estimate(cfg, 2, 128, dtype, attention, checkpointing=ckpt)["peak"]
+    assert 0.8 <= est / got <= 1.2, (est, got)
+
+
+def test_cli_prints_the_memory_of_a_run(cli):
+    r = cli("enlace.model", "configs/runs/pretrain-2060.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "memory of a training step (16 x 512 tokens, float16, mem_efficient attention)" in r.stdout
+    assert "gradients" in r.stdout and "KV cache" in r.stdout
+    r = cli("enlace.model", "configs/model/tiny-50m.yaml", "--seq-len", "x")
+    assert r.returncode == 2 and "'x' is not a positive whole number" in r.stderr
