@@ -239,7 +239,8 @@ def _memory_lines(cfg: ModelConfig, batch: int, seq_len: int, dtype: str, attent
     for k in ("weights", "gradients", "optimizer", "half_weights", "activations", "loss_backward", "peak"):
         yield f"  {k:<16}{mib(plain[k])}  {mib(ckpt[k]):>12}"
     kv = plain["kv_cache_per_token"]
-    yield f"KV cache (generation): {kv:,} bytes per token, {plain['kv_cache'] / 2**20:,.1f} MiB at {cfg.max_seq_len} tokens"
+    at = f"{plain['kv_cache'] / 2**20:,.1f} MiB at {cfg.max_seq_len} tokens"
+    yield f"KV cache (generation): {kv:,} bytes per token, {at}"
 
 
 def main(argv: list[str] | None = None) -> int:
