@@ -70,6 +70,7 @@ class HardwareConfig(Schema):
     attention: Attention
     compile: bool
     batch_size: PositiveInt  # sequences per micro-batch on one device
+    checkpointing: bool = False  # recompute each block in backward: one block's activations, ~1/3 more compute
     min_capability: tuple[int, int] | None = None  # CUDA compute capability, e.g. [7, 5]
     min_torch: str | None = None
     min_cuda: str | None = None

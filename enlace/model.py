@@ -13,6 +13,7 @@ import warnings
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from .common import positive_int, run_cli
 from .config import ConfigError, ModelConfig, load_config, load_layer
@@ -113,6 +114,7 @@ class Transformer(nn.Module):
         self.norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.register_buffer("freqs", rope_tables(c.head_dim, c.max_seq_len, c.rope_theta), persistent=False)
+        self.checkpointing = False  # the trainer sets it from hardware.checkpointing
         self.reset_parameters()
 
     def _apply(self, fn, recurse=True):
@@ -141,7 +143,11 @@ class Transformer(nn.Module):
         freqs = self.freqs[past : past + T]  # (T, hd/2)
         x = self.embed(idx)  # (B, T, d)
         for i, block in enumerate(self.blocks):
-            x = block(x, freqs, cache, i)
+            if self.checkpointing and cache is None and torch.is_grad_enabled():
+                # keep only the block's input; its activations are recomputed in backward (memory_estimate)
+                x = checkpoint(block, x, freqs, use_reentrant=False)
+            else:
+                x = block(x, freqs, cache, i)
         if cache is not None:
             cache.pos += T
         x = self.norm(x)

@@ -309,6 +309,7 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
         check_base(base[2], cfg)  # before the data is made: a wrong base costs nothing
     data = make_data(cfg, micro_batch(cfg), base[1] if base else None)
     model = Transformer(cfg.model).to(device)
+    model.checkpointing = cfg.hardware.checkpointing  # less memory, the same numbers (tests/test_memory.py)
     if base:
         model.load_state_dict(base[0].state_dict())  # a checkpoint found below replaces these weights
     run = {

@@ -4,7 +4,7 @@ peak measured on this CPU, for two model sizes, with and without activation chec
 The measured peak is that of live tensors, tracked by torch's MemTracker (torch.distributed._tools.mem_tracker)
 over a second optimizer step (the first one creates AdamW's moments): weights, optimizer state, gradients,
 activations and temporaries. The process RSS is no measure here: malloc keeps freed memory (a 4 M-parameter model
-shows 800 MB of RSS after one step). Checkpointing wraps each block in torch.utils.checkpoint, as a trainer would.
+shows 800 MB of RSS after one step). Checkpointing is the model's own (hardware.checkpointing in a run).
 Target: every estimate within 20 % of its measured peak. Usage:
     .venv/bin/python scripts/bench_memory.py [--json runs/bench/memory.json]
 """
@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils.checkpoint import checkpoint
 
 from enlace.config import load_layer
 from enlace.model import Transformer, lm_loss, memory_estimate
@@ -37,9 +36,7 @@ def measure(name: str, batch: int, seq_len: int, dtype: str, attention: str, ckp
     torch.manual_seed(0)
     cfg = load_layer(ROOT / f"configs/model/{name}.yaml", "model")
     model = Transformer(cfg)
-    if ckpt:
-        for block in model.blocks:
-            block.forward = lambda *a, f=block.forward: checkpoint(f, *a, use_reentrant=False)
+    model.checkpointing = ckpt  # what hardware.checkpointing does in the trainer
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     x = torch.randint(0, cfg.vocab_size, (batch, seq_len + 1))
 

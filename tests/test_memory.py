@@ -1,6 +1,7 @@
 """python -m enlace.model's memory estimate against the peak of live tensors measured on this CPU (MemTracker), on
 small configurations: the same check as scripts/bench_memory.py, which runs it on the repo's model sizes."""
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -38,3 +39,17 @@ def test_cli_prints_the_memory_of_a_run(cli):
     assert "gradients" in r.stdout and "KV cache" in r.stdout
     r = cli("enlace.model", "configs/model/tiny-50m.yaml", "--seq-len", "x")
     assert r.returncode == 2 and "'x' is not a positive whole number" in r.stderr
+
+
+def test_checkpointing_trains_the_same_numbers(tmp_path, cli):
+    "hardware.checkpointing recomputes each block in backward: the same losses and gradient norms, step by step."
+    rows = {}
+    for on in ("false", "true"):
+        r = cli("enlace.train", "configs/runs/smoke-cpu.yaml", "train.max_steps=6", "train.eval_every=3",
+                "train.ckpt_every=3", "train.warmup_steps=1", f"hardware.checkpointing={on}", "--no-report",
+                "--out", tmp_path / on, "--no-progress")
+        assert r.returncode == 0, r.stderr[-2000:]
+        lines = (tmp_path / on / "metrics.jsonl").read_text().splitlines()
+        rows[on] = [json.loads(line)[k] for line in lines for k in ("loss", "grad_norm")]
+    assert len(rows["true"]) == 12
+    assert rows["true"] == pytest.approx(rows["false"], rel=1e-5)
