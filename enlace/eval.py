@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -27,14 +28,21 @@ from .tokenizer import EOS, Tokenizer
 HELDOUT = "data/heldout"  # where scripts/prepare_smoke_data.sh leaves the held-out novels (relative to the repo)
 STORIES = "../shared/eval/xstorycloze_es_dev.tsv"  # the development split beside the repo (its README)
 CHANCE = {"xstorycloze": 0.5, "minimal-pairs": 0.5}  # two choices each
+REPO = Path(importlib.util.find_spec("enlace").origin).resolve().parent.parent  # an editable install: the clone
+
+
+def data_path(rel: str) -> Path:
+    "`rel` from the current folder or, when it has none, from the repository (run from anywhere in the clone)."
+    here = Path(rel)
+    return REPO / rel if not here.exists() and (REPO / rel).exists() else here
 
 
 class EvalError(ValueError):
     "An evaluation that cannot run as asked (task, data file, model); the message is one line and names the fix."
 
 # %% auto #0
-__all__ = ['HELDOUT', 'STORIES', 'CHANCE', 'STORY_COLUMNS', 'TASKS', 'DEFAULT_DATA', 'HEADLINE', 'EvalError', 'encode_pair',
-           'loglikelihoods', 'read_stories', 'multiple_choice', 'text_files', 'pooled_bpb', 'task_bpb',
+__all__ = ['HELDOUT', 'STORIES', 'CHANCE', 'REPO', 'STORY_COLUMNS', 'TASKS', 'DEFAULT_DATA', 'HEADLINE', 'data_path', 'EvalError',
+           'encode_pair', 'loglikelihoods', 'read_stories', 'multiple_choice', 'text_files', 'pooled_bpb', 'task_bpb',
            'task_xstorycloze', 'read_pairs', 'task_minimal_pairs', 'task_tools', 'parse_tasks', 'default_tasks', 'card',
            'card_metrics', 'card_rows', 'main']
 
@@ -163,12 +171,12 @@ def pooled_bpb(scores: list[dict]) -> dict:
 
 def task_bpb(model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32) -> dict:
     "Bits per UTF-8 byte over held-out prose (all files together), tokenizer-independent."
-    return pooled_bpb([score_file(model, man, tok, p) for p in text_files(path or HELDOUT)[:limit]])
+    return pooled_bpb([score_file(model, man, tok, p) for p in text_files(path or data_path(HELDOUT))[:limit]])
 
 
 def task_xstorycloze(model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32) -> dict:
     "XStoryCloze-es zero-shot: which of two endings is more likely after the four sentences."
-    return multiple_choice(model, tok, read_stories(path or STORIES)[:limit], batch, "xstorycloze")
+    return multiple_choice(model, tok, read_stories(path or data_path(STORIES))[:limit], batch, "xstorycloze")
 
 
 def read_pairs(path) -> list[dict]:
@@ -239,14 +247,14 @@ def parse_tasks(spec: str) -> list[tuple[str, str | None]]:
 
 def default_tasks(man: dict) -> list[tuple[str, str | None]]:
     "The card of a model: every text task whose default data is here, and the tools for a chat model."
-    names = [n for n in TASKS if n != "tools" and Path(DEFAULT_DATA.get(n, ".")).exists()]
+    names = [n for n in TASKS if n != "tools" and data_path(DEFAULT_DATA.get(n, ".")).exists()]
     return [(n, None) for n in names + (["tools"] if "chat_template" in man else [])]
 
 
 def card(model, tok: Tokenizer, man: dict, tasks=None, limit: int | None = None, batch: int = 32, log=print) -> dict:
     "{task: {metric: value}} for `tasks` ([(name, path or None)]; default: `default_tasks`)."
     if tasks is None:
-        missing = [f"{n} ({p})" for n, p in DEFAULT_DATA.items() if not Path(p).exists()]
+        missing = [f"{n} ({p})" for n, p in DEFAULT_DATA.items() if not data_path(p).exists()]
         if missing:
             log(f"card: no data here for {', '.join(missing)}; those tasks are left out")
         tasks = default_tasks(man)

@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from enlace.checkpoint import load_model
-from enlace.eval import STORIES, TASKS, card_rows, default_tasks
+from enlace.eval import STORIES, TASKS, card_rows, data_path, default_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,10 +75,10 @@ def main() -> None:
     if "xstorycloze" in result:
         n = result["xstorycloze"]["n"]
         print(f"[eval] xstorycloze: {n} stories in {seconds['xstorycloze']:.1f} s (target < 60 s)")
-    if args.harness and not Path(STORIES).is_file():
+    if args.harness and not data_path(STORIES).is_file():
         print(f"[eval] no {STORIES} here: no cross-check with lm-evaluation-harness")
     elif args.harness:
-        h = harness(args.model, STORIES)
+        h = harness(args.model, data_path(STORIES))
         ours = result["xstorycloze"]
         gap = max(abs(h["acc"] - ours["acc"]), abs(h["acc_norm"] - ours["acc_norm"])) * 100
         out["harness"] = {**h, "max_gap_points": gap}

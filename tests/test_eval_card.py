@@ -211,3 +211,12 @@ def test_same_accuracy_as_lm_evaluation_harness(tmp_path, bpe_model, monkeypatch
     for i in range(len(stories)):
         for j in range(2):
             assert abs(their_ll[i][j] - our_ll[2 * i + j]) < 1e-3, (i, j)
+
+
+def test_default_data_is_found_from_any_folder(tmp_path, cli, bpe_model):
+    "The default TSV is looked up in the current folder and then in the clone: the CLI works from anywhere."
+    if not (ROOT / "../shared/eval/xstorycloze_es_dev.tsv").is_file():
+        pytest.skip("no ../shared/eval beside the repo")
+    r = cli("enlace.eval", bpe_model[0], "--tasks", "xstorycloze", "--limit", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "xstorycloze    acc " in r.stdout
