@@ -226,7 +226,7 @@ def task_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = 
     if "chat_template" not in man:
         raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop the tools task")
     seed = man.get("config", {}).get("train", {}).get("seed", 0) + 2  # the draw of the run's own report
-    scores = importlib.import_module("enlace.tasks.assistant.evaluate").tool_scores(model, tok, limit, seed, 200)
+    scores = importlib.import_module("enlace.tasks.assistant.evaluate").tool_scores(model, tok, limit, seed)
     return {k: scores[k] for k in ("tool_choice", "arguments", "answer", "n") if scores[k] is not None}
 
 # %% ../nbs/13_eval.ipynb #5146e88c
@@ -251,15 +251,19 @@ def default_tasks(man: dict) -> list[tuple[str, str | None]]:
     return [(n, None) for n in names + (["tools"] if "chat_template" in man else [])]
 
 
-def card(model, tok: Tokenizer, man: dict, tasks=None, limit: int | None = None, batch: int = 32, log=print) -> dict:
-    "{task: {metric: value}} for `tasks` ([(name, path or None)]; default: `default_tasks`)."
+def card(
+    model, tok: Tokenizer, man: dict, tasks=None, limit: int | None = None, batch: int = 32, scored=None, log=print
+) -> dict:
+    "{task: {metric: value}} for `tasks` ([(name, path or None)]; default: `default_tasks`); `scored`: ones at hand."
+    scored = scored or {}  # figures the caller already has (finish_run's bpb of the files it just scored)
     if tasks is None:
-        missing = [f"{n} ({p})" for n, p in DEFAULT_DATA.items() if not data_path(p).exists()]
+        missing = [f"{n} ({p})" for n, p in DEFAULT_DATA.items() if n not in scored and not data_path(p).exists()]
         if missing:
             log(f"card: no data here for {', '.join(missing)}; those tasks are left out")
         tasks = default_tasks(man)
     model = model.eval()
-    return {name: TASKS[name](model, tok, man, path, limit, batch) for name, path in tasks}
+    todo = [(name, path) for name, path in tasks if name not in scored]
+    return {**scored, **{name: TASKS[name](model, tok, man, path, limit, batch) for name, path in todo}}
 
 
 HEADLINE = ("bpb", "acc", "acc_norm", "tool_choice", "arguments", "answer")  # what a run's metrics carry

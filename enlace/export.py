@@ -102,15 +102,9 @@ def cast_tensors(tensors: dict[str, torch.Tensor], dtype: str) -> dict[str, torc
 # %% ../nbs/22_export.ipynb #f30cb346
 def _byte_chars() -> list[str]:
     "GPT-2's printable character for each byte value: the alphabet of `tokenizers`' ByteLevel pre-tokenizer."
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return [chars[b] for b in range(256)]
+    keep = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
+    shifted = iter(range(256, 512))  # the others, in order, to the first code points past Latin-1
+    return [chr(b) if b in keep else chr(next(shifted)) for b in range(256)]
 
 
 def hf_tokenizer(tok: Tokenizer) -> tokenizers.Tokenizer:
@@ -191,8 +185,7 @@ def write_export(model: Transformer, tok: Tokenizer, man: dict, out_dir, dtype: 
     save_file(tensors, out_dir / "model.safetensors", metadata={"format": "pt"})
     os.chmod(out_dir / "model.safetensors", 0o644)  # meant to be shared, like a model file
     atomic_write_json(out_dir / "config.json", config, indent=2)
-    stops = config["eos_token_id"]
-    gen = {"bos_token_id": config["bos_token_id"], "eos_token_id": stops, "pad_token_id": config["pad_token_id"]}
+    gen = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
     atomic_write_json(out_dir / "generation_config.json", gen, indent=2)
     hf_tokenizer(tok).save(str(out_dir / "tokenizer.json"))
     atomic_write_json(out_dir / "tokenizer_config.json", tokenizer_config(model.cfg, chat), indent=2)

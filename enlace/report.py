@@ -17,7 +17,7 @@ from .common import atomic_write_json
 from .config import RunConfig
 from .dataloader import run_tokenizer, task_hook
 from .engine import Engine, complete
-from .eval import HELDOUT, STORIES, card, card_metrics, data_path, default_tasks, pooled_bpb
+from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
 
 # %% auto #0
 __all__ = ['PROMPTS', 'text_figures', 'finish_run']
@@ -34,10 +34,7 @@ def text_figures(
     samples = complete(Engine(model, tok), list(prompts), max_tokens=max_tokens) if prompts else []
     metrics = {f"heldout.{Path(r['file']).stem}.bpb": r["bpb"] for r in scores}
     # the card (enlace.eval): its bpb is that of the files just scored; the rest with the data found here
-    if not data_path(STORIES).is_file():
-        log(f"card: no {STORIES} here, so no XStoryCloze-es figure")
-    figures = {"bpb": pooled_bpb(scores)} if scores else {}
-    figures |= card(model, tok, man, [t for t in default_tasks(man) if t[0] != "bpb"], limit, log=log)
+    figures = card(model, tok, man, limit=limit, scored={"bpb": pooled_bpb(scores)} if scores else None, log=log)
     metrics |= card_metrics(figures)
     return {"metrics": metrics, "summary": {"heldout": scores, "samples": samples, "card": figures}, "artifacts": []}
 

@@ -201,23 +201,19 @@ def transcript_markdown(turns: list[dict]) -> str:
     return "\n".join(lines)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
-def tool_scores(
-    model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2, max_tokens: int | None = None
-) -> dict:
+def tool_scores(model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2, max_tokens: int = 200) -> dict:
     "Held-out tool choice, arguments and answers (see `score`); also the `tools` task of `python -m enlace.eval`."
     check_chat_tokenizer(tokenizer)
     convs = conversations(limit or EVAL_CONVERSATIONS, "heldout", seed=seed)  # a run reports with train.seed + 2
-    max_tokens = max_tokens or (48 if limit else 200)  # a test's untrained model never ends its answers
     return score(convs, generate_turns(model.eval(), tokenizer, convs, max_tokens, progress=True))
 
 
-# | export
 def finish(run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None) -> dict:
     "The task's report (see `enlace.report.finish_run`): held-out tool choice, arguments, answers; a transcript."
     run_dir, model = Path(run_dir), model.eval()
     check_chat_tokenizer(tokenizer)
-    res = tool_scores(model, tokenizer, limit, seed=cfg.train.seed + 2)
     max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
+    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens)
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
     mem = memory_conversations(limit or MEMORY_CONVERSATIONS, seed=cfg.train.seed + 3)
     memory = memory_score(mem, generate_turns(model, tokenizer, mem, max_tokens, progress=True))
