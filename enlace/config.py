@@ -95,13 +95,16 @@ class ModelConfig(Schema):
     n_layers: PositiveInt
     n_heads: PositiveInt
     n_kv_heads: PositiveInt
-    d_ff: PositiveInt  # hidden width of the SwiGLU MLP
+    d_ff: PositiveInt  # hidden width of the MLP
     max_seq_len: PositiveInt
     rope_theta: PositiveFloat
     norm_eps: PositiveFloat
     qk_norm: bool
     tie_embeddings: bool
     init_std: PositiveFloat
+    mlp: Literal["swiglu", "relu2"] = "swiglu"  # relu2: w_down(relu(w_up x)^2), 2/3 of SwiGLU's weights at one d_ff
+    logit_softcap: PositiveFloat | None = None  # logits = cap * tanh(logits / cap), bounded in (-cap, cap)
+    zero_init_head: bool = False  # the untied output head starts at zero: every token equally likely at step 0
 
     @field_validator("n_heads")
     @classmethod
@@ -121,6 +124,13 @@ class ModelConfig(Schema):
             raise ValueError(f"n_heads={h} is not divisible by n_kv_heads={v}")
         return v
 
+    @field_validator("zero_init_head")
+    @classmethod
+    def _zero_head_needs_its_own(cls, v, info):
+        if v and info.data.get("tie_embeddings"):
+            raise ValueError("zero_init_head: true needs tie_embeddings: false (a tied head is the token embedding)")
+        return v
+
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
@@ -135,6 +145,10 @@ class TrainConfig(Schema):
     batch_size: PositiveInt  # sequences per optimizer step (all micro-batches together)
     lr: PositiveFloat
     embed_lr_mult: PositiveFloat = 1.0  # the token embedding's lr as a multiple of lr
+    optimizer: Literal["adamw", "muon"] = "adamw"  # muon: torch.optim.Muon on the blocks' matrices, AdamW elsewhere
+    muon_lr: PositiveFloat = 0.02  # Muon's peak lr (it follows the same schedule as lr)
+    muon_momentum: float = Field(default=0.95, ge=0, lt=1)
+    muon_weight_decay: NonNegativeFloat = 0.0
     min_lr_ratio: float = Field(ge=0, le=1)  # final lr as a fraction of lr
     schedule: Literal["wsd", "cosine"]
     warmup_steps: NonNegativeInt

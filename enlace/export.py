@@ -44,6 +44,12 @@ def check_exportable(cfg: ModelConfig, where: str = "model") -> None:
             f"{where}: qk_norm: false has no exact Qwen3 equivalent (Qwen3 always normalises q and k per head); "
             "only models trained with qk_norm: true export"
         )
+    if cfg.mlp != "swiglu":
+        raise ExportError(
+            f"{where}: mlp: {cfg.mlp} has no Qwen3 equivalent (Qwen3's MLP is SwiGLU); only swiglu exports"
+        )
+    if cfg.logit_softcap is not None:
+        raise ExportError(f"{where}: logit_softcap has no Qwen3 equivalent (Qwen3 does not cap its logits)")
     if cfg.n_heads % cfg.n_kv_heads:
         raise ExportError(f"{where}: n_heads={cfg.n_heads} is not a multiple of n_kv_heads={cfg.n_kv_heads}")
 

@@ -76,14 +76,20 @@ class Attention(nn.Module):
 
 # %% ../nbs/03_model.ipynb #e0ff26a2
 class MLP(nn.Module):
-    "SwiGLU feed-forward: w_down(silu(gate) * up), gate and up from one fused projection."
+    "SwiGLU feed-forward, w_down(silu(gate) * up) with gate and up fused; or ReLU², w_down(relu(w_up x)²)."
 
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.w_gate_up = nn.Linear(c.d_model, 2 * c.d_ff, bias=False)
+        self.swiglu = c.mlp == "swiglu"
+        if self.swiglu:
+            self.w_gate_up = nn.Linear(c.d_model, 2 * c.d_ff, bias=False)
+        else:
+            self.w_up = nn.Linear(c.d_model, c.d_ff, bias=False)
         self.w_down = nn.Linear(c.d_ff, c.d_model, bias=False)
 
     def forward(self, x):
+        if not self.swiglu:
+            return self.w_down(F.relu(self.w_up(x)).square())  # (B, T, d_ff) in between
         gate, up = self.w_gate_up(x).chunk(2, dim=-1)  # (B, T, d_ff) each
         return self.w_down(F.silu(gate) * up)
 
@@ -134,6 +140,8 @@ class Transformer(nn.Module):
                 nn.init.normal_(p, 0.0, std)
             else:
                 nn.init.ones_(p)  # RMSNorm gains
+        if self.cfg.zero_init_head:
+            nn.init.zeros_(self.lm_head.weight)  # uniform predictions at step 0 (modded-nanogpt)
 
     def forward(self, idx: torch.Tensor, cache=None) -> torch.Tensor:
         T = idx.shape[1]
@@ -151,7 +159,9 @@ class Transformer(nn.Module):
         if cache is not None:
             cache.pos += T
         x = self.norm(x)
-        return x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)  # (B, T, vocab)
+        logits = x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)  # (B, T, vocab)
+        cap = self.cfg.logit_softcap
+        return logits if cap is None else cap * torch.tanh(logits.float() / cap)  # float32: tanh saturates softly
 
 # %% ../nbs/03_model.ipynb #e2d66431
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> dict:
@@ -167,7 +177,7 @@ def param_count(c: ModelConfig) -> dict:
     "Parameter counts from the config: total, embedding (input table + untied head) and non_embedding."
     hd, d = c.head_dim, c.d_model
     attn = d * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * d + (2 * hd if c.qk_norm else 0)
-    layer = attn + 3 * d * c.d_ff + 2 * d
+    layer = attn + (3 if c.mlp == "swiglu" else 2) * d * c.d_ff + 2 * d
     embedding = c.vocab_size * d * (1 if c.tie_embeddings else 2)
     non_embedding = c.n_layers * layer + d
     return {"total": embedding + non_embedding, "embedding": embedding, "non_embedding": non_embedding}
@@ -197,9 +207,11 @@ def memory_estimate(
     n = param_count(c)["total"]
     tokens = batch * seq_len
     # what autograd keeps per token and layer: norms and residual in float32, matmul inputs in the autocast dtype
-    layer = (42 * d + 8 * kv + 8 * dff if half else 48 * d + 12 * kv + 16 * dff) + 4 * nh + 4 * nkv + 8
+    mlp = (2 if c.mlp == "swiglu" else 1) * dff  # SwiGLU keeps gate, up, silu(gate) and their product; ReLU² two
+    layer = (42 * d + 8 * kv + 4 * mlp if half else 48 * d + 12 * kv + 8 * mlp) + 4 * nh + 4 * nkv + 8
     layer += 4 * nh * seq_len if attention == "math" else 4 * nh  # math keeps the softmax; fused kernels a logsumexp
     head = 12 * d + 16 + (6 if half else 4) * V  # final norm and the logits (float32 for the loss; half ones too)
+    head += 4 * V if c.logit_softcap else 0  # tanh keeps its float32 output
     out = {
         "weights": 4 * n,  # float32 master weights
         "gradients": 4 * n if accumulating else 0,  # alive across micro-batches; otherwise made as activations go

@@ -63,10 +63,10 @@ from .report import finish_run
 from .shards import ShardError
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'make_optimizer', 'set_lr', 'all_sum',
-           'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree',
-           'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng',
-           'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'MuonAdamW', 'make_optimizer', 'set_lr',
+           'all_sum', 'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world',
+           'check_ranks_agree', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step',
+           'checkpoint_state', 'rank_rng', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -102,12 +102,40 @@ def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int, mark: tupl
     return max(step + 1, min(t.max_steps, step + int((t.time_budget_s - elapsed) * pace)))
 
 # %% ../nbs/11_trainer.ipynb #6d08024b
-def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
-    "AdamW; weight decay only on 2-D weights other than the token embedding, a group of its own (see set_lr)."
-    decay, no_decay, embed = [], [], []
+class MuonAdamW(torch.optim.Optimizer):
+    "torch.optim.Muon on the blocks' matrices and AdamW on the rest, as one optimizer (GradScaler, checkpoints)."
+
+    def __init__(self, muon_groups: list, adamw_groups: list, muon: dict, adamw: dict):
+        self.muon = torch.optim.Muon(muon_groups, **muon)
+        self.adamw = torch.optim.AdamW(adamw_groups, **adamw)
+        super().__init__(self.muon.param_groups + self.adamw.param_groups, {})  # the same group dicts
+        self._share()
+
+    def _share(self):
+        "Both inner optimizers read this one's groups and its one state (keyed by parameter: disjoint)."
+        n = len(self.muon.param_groups)
+        self.muon.param_groups, self.adamw.param_groups = self.param_groups[:n], self.param_groups[n:]
+        self.muon.state = self.adamw.state = self.state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        self.muon.step()
+        self.adamw.step()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)  # makes new group dicts and a new state: share them again
+        self._share()
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
+    "AdamW, or Muon + AdamW (`t.optimizer`); weight decay only on 2-D weights other than the token embedding."
+    matrices, decay, no_decay, embed = [], [], [], []
     for name, p in model.named_parameters():
+        name = name.removeprefix("module.")  # under DistributedDataParallel
         if name.startswith("embed."):
             embed.append(p)
+        elif t.optimizer == "muon" and name.startswith("blocks.") and p.dim() == 2:
+            matrices.append(p)
         elif p.dim() >= 2:
             decay.append(p)
         else:
@@ -118,13 +146,17 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.AdamW:
         {"params": embed, "weight_decay": 0.0, "embed": True},
     ]
     fused = next(model.parameters()).device.type in ("cpu", "cuda")
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=t.eps, fused=fused)
+    adamw = {"lr": t.lr, "betas": t.betas, "eps": t.eps, "fused": fused}
+    if t.optimizer == "adamw":
+        return torch.optim.AdamW(groups, **adamw)
+    muon = [{"params": matrices, "weight_decay": t.muon_weight_decay, "muon": True}]
+    return MuonAdamW(muon, groups, {"lr": t.muon_lr, "momentum": t.muon_momentum}, adamw)
 
 
 def set_lr(opt: torch.optim.Optimizer, lr: float, t: TrainConfig) -> None:
-    "The schedule's lr on every group, times `t.embed_lr_mult` on the token embedding's."
+    "The schedule's lr on every group: times `t.embed_lr_mult` on the embedding's, scaled to `t.muon_lr` on Muon's."
     for g in opt.param_groups:
-        g["lr"] = lr * (t.embed_lr_mult if g.get("embed") else 1.0)
+        g["lr"] = lr * (t.muon_lr / t.lr if g.get("muon") else t.embed_lr_mult if g.get("embed") else 1.0)
 
 # %% ../nbs/11_trainer.ipynb #47a8d201
 def all_sum(*xs: float) -> list[float]:
@@ -201,6 +233,7 @@ FIXED_ON_RESUME = (
     "model.",
     "data.",
     "train.seed",
+    "train.optimizer",  # its state has other groups and keys
     "train.seq_len",
     "train.batch_size",
     "hardware.batch_size",
@@ -222,6 +255,10 @@ def check_base(man: dict, cfg: RunConfig) -> None:
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
     old, new = flatten(saved), flatten(cfg.model_dump(mode="json"))
+    try:  # settings added since the checkpoint was written count as their defaults, not as changes
+        old = flatten(type(cfg).model_validate(saved).model_dump(mode="json"))
+    except ValueError:  # pydantic's ValidationError: compare what was saved as it is
+        pass
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     desc = lambda ks: ", ".join(f"{k}: {old.get(k)} -> {new.get(k)}" for k in ks)
     fixed = [k for k in changed if k.startswith(FIXED_ON_RESUME)]
@@ -330,8 +367,9 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
         "accum": accum,
     }
     if ckpt is not None:
+        # the settings first: a changed optimizer or model would otherwise fail inside load_state_dict
+        check_resume(json.loads((ckpt / "manifest.json").read_text())["config"], cfg, ckpt, log)
         man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"), rank)
-        check_resume(man["config"], cfg, ckpt, log)
         if man.get("base_sha256") != run["base_sha256"]:  # init_from names a file or folder: its content may change
             raise CheckpointError(
                 f"{ckpt}: init_from {cfg.init_from} is not the model this run started from; pass --fresh"

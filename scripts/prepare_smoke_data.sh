@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Raw Spanish text for pretraining and its token shards, in two steps that are both cheap to re-run:
 #   1. the text: training files in data/raw/es/, the held-out novel(s) in data/heldout/ (never trained on)
-#        --from DIR   symlink every .txt under DIR (recursively) with a flattened name, e.g.
+#        --from DIR   symlink every .txt under DIR (recursively; --from again for more folders) with a flattened name, e.g.
 #                     novela-espanola__Galdos_Tristana-ne0005.txt; names containing --heldout TEXT
 #                     (default Galdos_Tristana) go to data/heldout/. Developers: --from ../shared/corpus/es
 #        (default)    download the pinned Project Gutenberg list configs/data/gutenberg-es.tsv (--list FILE),
@@ -24,10 +24,10 @@ ORIG="$PWD"
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ORIG/$1" ;; esac; }
 die() { echo "error: $*" >&2; exit 1; }
 
-FROM="" VOCAB=16384 OUT="" MIRROR="" LIST="" PIN=0 HELDOUT="Galdos_Tristana" DATA_ROOT="" PREP_ARGS=()
+FROM=() VOCAB=16384 OUT="" MIRROR="" LIST="" PIN=0 HELDOUT="Galdos_Tristana" DATA_ROOT="" PREP_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --from) [ $# -ge 2 ] || die "--from needs a folder"; FROM="$(abspath "$2")"; shift 2 ;;
+    --from) [ $# -ge 2 ] || die "--from needs a folder"; FROM+=("$(abspath "$2")"); shift 2 ;;
     --vocab) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--vocab needs a number, e.g. --vocab 16384"; VOCAB="$2"; shift 2 ;;
     --out) [ $# -ge 2 ] || die "--out needs a folder"; OUT="$(abspath "$2")"; shift 2 ;;
     --mirror) [ $# -ge 2 ] || die "--mirror needs a URL"; MIRROR="$2"; shift 2 ;;
@@ -54,7 +54,7 @@ LIST="${LIST:-$ROOT/configs/data/gutenberg-es.tsv}"
 mkdir -p "$RAW" "$HELD"
 
 # Step 1 (Python for the hashing, the downloads and the one-line errors). Arguments: mode, then its settings.
-if [ -n "$FROM" ]; then set -- link "$FROM" "$HELDOUT"; else set -- download "$LIST" "${MIRROR:-https://www.gutenberg.org}" "$PIN"; fi
+if [ ${#FROM[@]} -gt 0 ]; then set -- link "$HELDOUT" "${FROM[@]}"; else set -- download "$LIST" "${MIRROR:-https://www.gutenberg.org}" "$PIN"; fi
 "$PY" - "$RAW" "$HELD" "$@" <<'PY'
 import hashlib, os, re, socket, sys, time, unicodedata, urllib.error, urllib.parse, urllib.request
 from pathlib import Path
@@ -70,18 +70,22 @@ def links(*folders):
     "The symlinks in `folders` (made by --from; downloads are regular files)."
     return [p for d in folders for p in d.iterdir() if p.is_symlink()]
 
-def link_from(raw: Path, held: Path, src: str, heldout: str):
-    "Symlink every .txt under `src` into raw (or held when its flattened name contains `heldout`)."
-    root = Path(src)
-    if not root.is_dir(): die(f"--from {src}: not a folder")
-    root = root.resolve()
-    want = {}
-    for f in sorted(p for p in root.rglob("*.txt") if p.is_file()):
-        name = "__".join(f.relative_to(root).parts)
-        dest = (held if heldout and heldout in name else raw) / name
-        if dest in want: die(f"--from {src}: two files flatten to the same name {name}; rename one")
-        want[dest] = f
-    if not want: die(f"--from {src}: no .txt files under it")
+def link_from(raw: Path, held: Path, heldout: str, *srcs: str):
+    "Symlink every .txt under each of `srcs` into raw (or held when its flattened name contains `heldout`)."
+    want, roots = {}, []
+    for src in srcs:
+        root = Path(src)
+        if not root.is_dir(): die(f"--from {src}: not a folder")
+        root = root.resolve()
+        roots.append(root)
+        files = sorted(p for p in root.rglob("*.txt") if p.is_file())
+        if not files: die(f"--from {src}: no .txt files under it")
+        for f in files:
+            name = "__".join(f.relative_to(root).parts)
+            dest = (held if heldout and heldout in name else raw) / name
+            if dest in want: die(f"--from {src}: {f} and {want[dest]} flatten to the same name {name}; rename one")
+            want[dest] = f
+    root = ", ".join(map(str, roots))
     for dest, f in want.items():
         if dest.is_symlink() and os.readlink(dest) == str(f): continue
         if dest.exists() and not dest.is_symlink(): die(f"{dest}: a regular file is in the way of a link to {f}; move it away")

@@ -84,6 +84,22 @@ def test_from_links_holds_out_tristana_and_prepares(tmp_path):
     assert "removed 1 stale links" in third.stdout and len(list(raw.iterdir())) == 2
 
 
+def test_from_twice_links_both_folders(tmp_path):
+    "--from A --from B: the 123 MB corpus of the ten-minute benchmark is ../shared/corpus/es plus es-extra."
+    for rel, seed in {"a/novela/Galdos_Tristana.txt": 1, "a/novela/Bazan.txt": 2, "b/conha19/nh0001.txt": 3}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(spanish(seed), encoding="utf-8")
+    r = sh("--from", tmp_path / "a", "--from", tmp_path / "b", "--data-root", tmp_path / "data", "--vocab", 300, *PREP)
+    assert r.returncode == 0, r.stderr
+    raw = tmp_path / "data/raw/es"
+    assert sorted(p.name for p in raw.iterdir()) == ["conha19__nh0001.txt", "novela__Bazan.txt"]
+    assert [p.name for p in (tmp_path / "data/heldout").iterdir()] == ["novela__Galdos_Tristana.txt"]
+    (tmp_path / "b/novela").mkdir()
+    (tmp_path / "b/novela/Bazan.txt").write_text(spanish(4), encoding="utf-8")
+    r = sh("--from", tmp_path / "a", "--from", tmp_path / "b", "--data-root", tmp_path / "data")
+    assert r.returncode == 1 and "flatten to the same name novela__Bazan.txt" in one_line(r)
+
+
 def test_from_errors(tmp_path):
     r = sh("--from", tmp_path / "missing", "--data-root", tmp_path / "data")
     assert r.returncode == 1 and "not a folder" in one_line(r)

@@ -96,7 +96,7 @@ def test_changed_model_shape_is_refused_with_exit_2(tmp_path):
     assert run(tmp_path, "--fresh", "train.max_steps=10").returncode == 0
     r = run(tmp_path, "model.n_layers=2")
     assert r.returncode == 2
-    assert r.stderr.strip().count("\n") == 0 and "changed the model shape (model.n_layers: 4 -> 2)" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "cannot resume with changed model.n_layers: 4 -> 2" in r.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is present: the profile may well run")
@@ -129,3 +129,20 @@ def test_resume_refuses_a_changed_seed_and_reports_other_changes(tmp_path):
     assert r.returncode == 2 and "cannot resume with changed train.seed: 1337 -> 5" in r.stderr
     r = run(tmp_path, "train.max_steps=12")
     assert r.returncode == 0 and "resuming with changed settings: train.max_steps: 10 -> 12" in r.stderr
+
+
+def test_muon_resume_is_bit_exact_and_the_optimizer_cannot_change(tmp_path):
+    "Muon + AdamW (train.optimizer=muon): killed mid-checkpoint, resumed, identical; switching optimizer is refused."
+    mu = ["train.optimizer=muon", "train.max_steps=8", "train.ckpt_every=2", "train.warmup_steps=2", "train.eval_every=4"]
+    ref = tmp_path / "ref"
+    assert run(ref, "--fresh", *mu).returncode == 0
+    killed = tmp_path / "killed"
+    assert run(killed, "--fresh", *mu, env={"ENLACE_KILL_IN_CHECKPOINT": "6"}).returncode == -signal.SIGKILL
+    r = run(killed, *mu)
+    assert r.returncode == 0 and "step 4" in r.stderr, r.stderr
+    assert losses(killed) == losses(ref)
+    assert final_weights_sha(killed) == final_weights_sha(ref)
+    man = json.loads((killed / "checkpoints/step_0000008/manifest.json").read_text())
+    assert man["optimizer_groups"][0]["muon"] and len(man["optimizer_groups"]) == 4
+    r = run(killed, *mu[1:], "train.max_steps=10")
+    assert r.returncode == 2 and "cannot resume with changed train.optimizer: muon -> adamw" in r.stderr
