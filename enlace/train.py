@@ -443,7 +443,8 @@ class PaceWatch:
             self.log(
                 f"warning: steps are {step_s / self.base:.0f}x slower than at the start ({step_s:.2f} s vs "
                 f"{self.base:.2f} s) for {self.slow} steps: another process is probably using the same cores or "
-                "GPU; stop it, or give each process fewer threads (OMP_NUM_THREADS, torch.set_num_threads)"
+                "GPU; stop it, or start both with OMP_WAIT_POLICY=PASSIVE or fewer threads (OMP_NUM_THREADS, "
+                "torch.set_num_threads; scripts/bench_contention.py measures which helps)"
             )
 
 # %% ../nbs/11_trainer.ipynb #8be115cf
