@@ -107,20 +107,26 @@ def test_hardware_error_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
-def test_fp16_gradscaler_resume_is_bit_exact(tmp_path):
-    "The Turing precision path (float16 autocast + GradScaler) on the CPU: killed mid-checkpoint, resumed, identical."
-    fp16 = ["hardware.allowed_dtypes=[float32,float16]", "hardware.dtype=float16", "train.max_steps=8", "train.ckpt_every=2",
-            "train.warmup_steps=2", "train.eval_every=4"]
-    ref = tmp_path / "ref"
-    assert run(ref, "--fresh", *fp16).returncode == 0
-    killed = tmp_path / "killed"
-    assert run(killed, "--fresh", *fp16, env={"ENLACE_KILL_IN_CHECKPOINT": "6"}).returncode == -signal.SIGKILL
-    r = run(killed, *fp16)
+SHORT = ["train.max_steps=8", "train.ckpt_every=2", "train.warmup_steps=2", "train.eval_every=4"]
+
+
+def killed_mid_checkpoint_and_resumed(tmp_path, overrides: list) -> dict:
+    "Train `overrides` twice: straight, and SIGKILLed while writing step 6 then resumed; both must be identical."
+    ref, killed = tmp_path / "ref", tmp_path / "killed"
+    assert run(ref, "--fresh", *overrides).returncode == 0
+    assert run(killed, "--fresh", *overrides, env={"ENLACE_KILL_IN_CHECKPOINT": "6"}).returncode == -signal.SIGKILL
+    r = run(killed, *overrides)
     assert r.returncode == 0 and "step 4" in r.stderr, r.stderr
-    man = json.loads((killed / "checkpoints/step_0000008/manifest.json").read_text())
-    assert man["grad_scaler"]["scale"] > 0  # the scaler's state travels with the checkpoint
     assert losses(killed) == losses(ref)
     assert final_weights_sha(killed) == final_weights_sha(ref)
+    return json.loads((killed / "checkpoints/step_0000008/manifest.json").read_text())
+
+
+def test_fp16_gradscaler_resume_is_bit_exact(tmp_path):
+    "The Turing precision path (float16 autocast + GradScaler) on the CPU: killed mid-checkpoint, resumed, identical."
+    fp16 = ["hardware.allowed_dtypes=[float32,float16]", "hardware.dtype=float16"]
+    man = killed_mid_checkpoint_and_resumed(tmp_path, [*fp16, *SHORT])
+    assert man["grad_scaler"]["scale"] > 0  # the scaler's state travels with the checkpoint
 
 
 def test_resume_refuses_a_changed_seed_and_reports_other_changes(tmp_path):
@@ -133,16 +139,7 @@ def test_resume_refuses_a_changed_seed_and_reports_other_changes(tmp_path):
 
 def test_muon_resume_is_bit_exact_and_the_optimizer_cannot_change(tmp_path):
     "Muon + AdamW (train.optimizer=muon): killed mid-checkpoint, resumed, identical; switching optimizer is refused."
-    mu = ["train.optimizer=muon", "train.max_steps=8", "train.ckpt_every=2", "train.warmup_steps=2", "train.eval_every=4"]
-    ref = tmp_path / "ref"
-    assert run(ref, "--fresh", *mu).returncode == 0
-    killed = tmp_path / "killed"
-    assert run(killed, "--fresh", *mu, env={"ENLACE_KILL_IN_CHECKPOINT": "6"}).returncode == -signal.SIGKILL
-    r = run(killed, *mu)
-    assert r.returncode == 0 and "step 4" in r.stderr, r.stderr
-    assert losses(killed) == losses(ref)
-    assert final_weights_sha(killed) == final_weights_sha(ref)
-    man = json.loads((killed / "checkpoints/step_0000008/manifest.json").read_text())
+    man = killed_mid_checkpoint_and_resumed(tmp_path, ["train.optimizer=muon", *SHORT])
     assert man["optimizer_groups"][0]["muon"] and len(man["optimizer_groups"]) == 4
-    r = run(killed, *mu[1:], "train.max_steps=10")
+    r = run(tmp_path / "killed", *SHORT, "train.max_steps=10")
     assert r.returncode == 2 and "cannot resume with changed train.optimizer: muon -> adamw" in r.stderr
