@@ -229,11 +229,7 @@ def load_checkpoint(
     "Load weights, optimizer and RNG state into place; return the manifest. Refuses a different model shape."
     path = Path(path)
     man = json.loads((path / "manifest.json").read_text())
-    saved = man.get("config", {}).get("model")
-    try:  # model settings added since the checkpoint was written count as their defaults
-        saved = ModelConfig.model_validate(saved).model_dump(mode="json")
-    except ValueError:
-        pass
+    saved = ModelConfig.upgraded(man.get("config", {}).get("model"))  # new settings: their defaults
     if saved != model_config:
         diff = sorted(k for k in set(saved or {}) | set(model_config) if (saved or {}).get(k) != model_config.get(k))
         detail = ", ".join(f"model.{k}: {(saved or {}).get(k)} -> {model_config.get(k)}" for k in diff)

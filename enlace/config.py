@@ -59,6 +59,14 @@ class Schema(BaseModel):
             raise ValueError(f"expected a number, got {json.dumps(v)}")
         return v
 
+    @classmethod
+    def upgraded(cls, saved):
+        "A saved config as this schema writes it today (settings added since take their defaults); else as saved."
+        try:
+            return cls.model_validate(saved).model_dump(mode="json")
+        except ValueError:  # pydantic's ValidationError: it no longer validates, compare it as it is
+            return saved
+
 # %% ../nbs/00_config.ipynb #5dfd1c52
 class HardwareConfig(Schema):
     "How to use one board: precision, attention kernel, compilation and micro-batch size."

@@ -254,11 +254,8 @@ def check_base(man: dict, cfg: RunConfig) -> None:
 
 def check_resume(saved: dict, cfg: RunConfig, where, log=print) -> None:
     "Refuse a resume that changes FIXED_ON_RESUME settings; report other changes in one line."
-    old, new = flatten(saved), flatten(cfg.model_dump(mode="json"))
-    try:  # settings added since the checkpoint was written count as their defaults, not as changes
-        old = flatten(type(cfg).model_validate(saved).model_dump(mode="json"))
-    except ValueError:  # pydantic's ValidationError: compare what was saved as it is
-        pass
+    # settings added since the checkpoint was written count as their defaults, not as changes
+    old, new = flatten(type(cfg).upgraded(saved)), flatten(cfg.model_dump(mode="json"))
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
     desc = lambda ks: ", ".join(f"{k}: {old.get(k)} -> {new.get(k)}" for k in ks)
     fixed = [k for k in changed if k.startswith(FIXED_ON_RESUME)]
