@@ -112,10 +112,14 @@ def median_pace(step_s: list, skip: int = 5) -> float:
     return statistics.median(step_s[skip:] if len(step_s) > 2 * skip else step_s)
 
 
+def run_metrics(run_dir: Path) -> list:
+    "The per-step records of a run of ours (its metrics.jsonl)."
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
 def run_pace(run_dir: Path) -> float:
-    "Median training step of a run of ours, from its metrics.jsonl (evaluation steps left out)."
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return median_pace([r["step_s"] for r in recs if "val_loss" not in r])
+    "Median training step of a run of ours (evaluation steps left out)."
+    return median_pace([r["step_s"] for r in run_metrics(run_dir) if "val_loss" not in r])
 
 
 def calibrate(cfg, bytes_data: Path, steps: int, rounds: int, seed: int) -> dict:
@@ -148,8 +152,7 @@ def trust(before: dict, after: dict, run: dict, tolerance: float) -> str | None:
 
 def bytes_curve(run_dir: Path, bytes_per_token: float) -> list:
     "Ours' (bytes of text seen, val bits/byte) at each evaluation of its run."
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(r["tokens"] * bytes_per_token, r["val_bpb"]) for r in recs if r.get("val_bpb") is not None]
+    return [(r["tokens"] * bytes_per_token, r["val_bpb"]) for r in run_metrics(run_dir) if r.get("val_bpb") is not None]
 
 
 def at_bytes(curve: list, n: float) -> float | None:
@@ -230,8 +233,7 @@ def main():
         mfu_now = fpt * cfg.train.batch_size * cfg.train.seq_len / paces["ours"]["run"] / peak
 
     # throughput vs sample efficiency: ours' val curve read at the bytes of text the baseline saw in its budget
-    man_ours = json.loads((ours_data / "manifest.json").read_text())
-    bpt = sum(v["bytes"] for v in man_ours["shards"].values()) / sum(v["tokens"] for v in man_ours["shards"].values())
+    bpt = json.loads((ours_data / "manifest.json").read_text())["bytes_per_token"]
     ours_bytes = summary["tokens"] * bpt
     same_text = at_bytes(bytes_curve(run_dir, bpt), bsum["tokens"])
     split = {"ours_text_bytes": ours_bytes, "baseline_text_bytes": bsum["tokens"], "ours_val_at_baseline_bytes": same_text,
@@ -277,8 +279,7 @@ def main():
 
 def run_mfu(run_dir: Path) -> float:
     "Median MFU of ours' training steps (the trainer's figure: against this machine's measured matmul peak)."
-    recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return statistics.median(r["mfu"] for r in recs[5:] if r.get("mfu") and "val_loss" not in r)
+    return statistics.median(r["mfu"] for r in run_metrics(run_dir)[5:] if r.get("mfu") and "val_loss" not in r)
 
 
 if __name__ == "__main__":
