@@ -8,7 +8,9 @@ Docs: https://enlace-lm.github.io/enlace/prepare.html.md"""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -36,8 +38,8 @@ from .shards import ShardError, check_shard, shard_sha256, write_shard
 from .tokenizer import Tokenizer, TokenizerError, corpus_hash, read_manifest, train_tokenizer
 
 # %% auto #0
-__all__ = ['FORMAT', 'BYTES_PER_TOKEN_GUESS', 'SOURCES_HELP', 'write_error', 'ShardWriter', 'clean_stage', 'tokenize_chunks',
-           'prepare', 'format_report', 'main']
+__all__ = ['FORMAT', 'BYTES_PER_TOKEN_GUESS', 'TOKENIZER_SAMPLE_MB', 'SOURCES_HELP', 'write_error', 'ShardWriter', 'clean_stage',
+           'tokenize_chunks', 'in_tokenizer_sample', 'prepare', 'format_report', 'main']
 
 # %% ../nbs/07_prepare.ipynb #99685f8d
 FORMAT = "enlace-shards/1"
@@ -310,39 +312,62 @@ def _fingerprint_change(old: dict, new: dict) -> str:
     return f"{changed[0]} changed (size or modification time)" if changed else "the inputs differ"
 
 # %% ../nbs/07_prepare.ipynb #4bf05818
-def _reusable_tokenizer(tok_dir: Path, train_vocab: int, log) -> Tokenizer | None:
-    "The tokenizer already trained in `tok_dir` with `train_vocab` tokens, or None when there is none to reuse."
+TOKENIZER_SAMPLE_MB = 32  # a 4k BPE learns as well from 16-32 MB as from 120 (docs/LOG.md, 2026-12-02)
+
+
+def _reusable_tokenizer(tok_dir: Path, train_vocab: int, sample_mb: float | None, log) -> Tokenizer | None:
+    "The tokenizer already trained in `tok_dir` with `train_vocab` tokens (and this sample), or None."
     try:
         tok = Tokenizer.load(tok_dir)
-        asked = read_manifest(tok_dir)["settings"].get("requested_vocab_size")
+        settings = read_manifest(tok_dir)["settings"]
     except TokenizerError:
         return None
-    if train_vocab not in (tok.vocab_size, asked):
+    if train_vocab not in (tok.vocab_size, settings.get("requested_vocab_size")):
+        return None
+    if settings.get("train_sample_mb", sample_mb) != sample_mb:  # tokenizers from before the sample: reused
         return None
     log(f"tokenizer: reusing {tok_dir}")
     return tok
 
 # %% ../nbs/07_prepare.ipynb #f07d7b8a
-def _train_tokenizer(out: Path, train_chunks: list[str], tok_dir: Path, train_vocab: int, progress: bool, log):
-    "Train a tokenizer on the cleaned training chunks and save it in `tok_dir`; returns it loaded back from disk."
+def in_tokenizer_sample(text: str, keep_per_mille: int) -> bool:
+    "True for the documents a sampled tokenizer training keeps: stable, and independent of `doc_split`."
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[8:16], "big") % 1000 < keep_per_mille
+
+
+def _train_tokenizer(
+    out: Path, train_chunks: list[str], tok_dir: Path, train_vocab: int, sample_mb: float | None, progress: bool, log
+):
+    "Train a tokenizer on (a sample of `sample_mb` of) the cleaned training chunks, save it in `tok_dir`, load it back."
     paths = [out / "clean" / f"{c}.jsonl" for c in train_chunks]
+    size = sum(p.stat().st_size for p in paths)
+    keep = 1000 if not sample_mb else min(1000, math.ceil(1000 * sample_mb * 1e6 / max(size, 1)))
+    seen = {"docs": 0, "bytes": 0}
 
     def texts():
         for p in paths:
             with open(p, encoding="utf-8") as f:
                 for line in f:
-                    yield json.loads(line)["text"]
+                    text = json.loads(line)["text"]
+                    if keep >= 1000 or in_tokenizer_sample(text, keep):
+                        seen["docs"] += 1
+                        seen["bytes"] += len(text.encode())
+                        yield text
 
     try:
         tok = train_tokenizer(texts(), vocab_size=train_vocab, show_progress=progress)
     except ValueError as e:
         raise PrepareError(f"--train-tokenizer: {e}") from None
     digest = corpus_hash(paths)
+    sample = {"train_sample_mb": sample_mb, "train_docs": seen["docs"], "train_bytes": seen["bytes"]}
     try:
-        tok.save(tok_dir, corpus_hash=digest)
+        tok.save(tok_dir, corpus_hash=digest, settings=sample)
     except Exception as e:  # an OSError, or the tokenizers library's own error ('... (os error 28)')
         raise write_error(e, tok_dir) from None
-    log(f"tokenizer: trained {tok.vocab_size} tokens into {tok_dir}")
+    log(
+        f"tokenizer: trained {tok.vocab_size} tokens on {seen['bytes'] / 1e6:.1f} MB ({seen['docs']} documents, "
+        f"{keep / 10:g} % of the training split) into {tok_dir}"
+    )
     return Tokenizer.load(tok_dir)
 
 # %% ../nbs/07_prepare.ipynb #b7d1f1db
@@ -360,7 +385,7 @@ def _copy_tokenizer(src: Path, out: Path) -> Tokenizer:
     return Tokenizer.load(dst)
 
 # %% ../nbs/07_prepare.ipynb #70705270
-def _check_args(tokenizer, train_vocab, val_per_mille: int, shard_tokens: int, workers: int) -> None:
+def _check_args(tokenizer, train_vocab, val_per_mille: int, shard_tokens: int, workers: int, sample_mb) -> None:
     "One-line PrepareErrors for options that cannot work, before any file is read."
     if (tokenizer is None) == (train_vocab is None):
         raise PrepareError("give exactly one of --tokenizer DIR or --train-tokenizer VOCAB")
@@ -370,6 +395,8 @@ def _check_args(tokenizer, train_vocab, val_per_mille: int, shard_tokens: int, w
         raise PrepareError(f"--shard-tokens: {shard_tokens} must be positive")
     if workers < 1:
         raise PrepareError(f"--workers: {workers} must be at least 1")
+    if sample_mb is not None and not (sample_mb >= 0 and math.isfinite(sample_mb)):
+        raise PrepareError(f"--tokenizer-sample-mb: {sample_mb} must be a number of MB >= 0 (0: all the text)")
 
 
 def _manifest(tok: Tokenizer, val_per_mille: int, names: list, chunks: dict, entries: dict, report: dict) -> dict:
@@ -458,12 +485,13 @@ def prepare(
     workers: int = 2,
     batch: int = 256,
     progress: bool = True,
+    tokenizer_sample_mb: float | None = TOKENIZER_SAMPLE_MB,
     log=print,
     **kw,
 ) -> dict:
-    "Clean, split, (train a tokenizer) and tokenize `sources` into shards in `out`; returns the manifest."
+    "Clean, split, (train a tokenizer on a sample) and tokenize `sources` into shards in `out`; returns the manifest."
     t0 = time.time()
-    _check_args(tokenizer, train_vocab, val_per_mille, shard_tokens, workers)
+    _check_args(tokenizer, train_vocab, val_per_mille, shard_tokens, workers, tokenizer_sample_mb)
     out = Path(out)
     _check_out(out)
     with _os_errors(out):
@@ -495,7 +523,7 @@ def prepare(
                 *(out / "done").glob("*.json"),
             ]:
                 old.unlink(missing_ok=True)
-            tok = tok or _reusable_tokenizer(tok_dir, train_vocab, log)
+            tok = tok or _reusable_tokenizer(tok_dir, train_vocab, tokenizer_sample_mb, log)
             if tok is not None:
                 with ShardWriter(tok, out, workers, batch) as w:
                     res = clean_stage(files, out, val_per_mille, shard_tokens, progress, writer=w, **kw)
@@ -510,8 +538,8 @@ def prepare(
             with _writing(done_clean):
                 atomic_write_json(done_clean, {"fingerprint": fp, "report": report, "chunks": chunks}, indent=2)
         # --- stage 2: the tokenizer (trained on the cleaned training documents unless one was given or reusable) ---
-        tok = tok or _reusable_tokenizer(tok_dir, train_vocab, log)
-        tok = tok or _train_tokenizer(out, chunks["train"], tok_dir, train_vocab, progress, log)
+        tok = tok or _reusable_tokenizer(tok_dir, train_vocab, tokenizer_sample_mb, log)
+        tok = tok or _train_tokenizer(out, chunks["train"], tok_dir, train_vocab, tokenizer_sample_mb, progress, log)
         # --- stage 3: tokenize every chunk without a verified shard from this tokenizer ---
         (out / "done").mkdir(exist_ok=True)
         names = chunks["train"] + chunks["val"]
@@ -601,6 +629,14 @@ def main(argv: list[str] | None = None) -> int:
         "and make resume fine-grained)",
     )
     ap.add_argument("--workers", type=int, default=2, help="tokenizing threads (default 2)")
+    ap.add_argument(
+        "--tokenizer-sample-mb",
+        type=float,
+        default=TOKENIZER_SAMPLE_MB,
+        metavar="MB",
+        help=f"train the tokenizer on a stable sample of about MB of the training text (default "
+        f"{TOKENIZER_SAMPLE_MB}; 0: all of it)",
+    )
     ap.add_argument("--min-chars", type=int, default=64, help="drop documents shorter than this (default 64)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
@@ -614,6 +650,7 @@ def main(argv: list[str] | None = None) -> int:
             a.shard_tokens,
             a.workers,
             progress=not a.no_progress,
+            tokenizer_sample_mb=a.tokenizer_sample_mb,
             min_chars=a.min_chars,
         )
     except (PrepareError, FolderError) as e:
