@@ -113,6 +113,7 @@ class ModelConfig(Schema):
     mlp: Literal["swiglu", "relu2"] = "swiglu"  # relu2: w_down(relu(w_up x)^2), 2/3 of SwiGLU's weights at one d_ff
     logit_softcap: PositiveFloat | None = None  # logits = cap * tanh(logits / cap), bounded in (-cap, cap)
     zero_init_head: bool = False  # the untied output head starts at zero: every token equally likely at step 0
+    value_embeds: int = Field(0, ge=0)  # tables of value embeddings: table j adds to V in layers j and L-1-j
 
     @field_validator("n_heads")
     @classmethod
@@ -137,6 +138,16 @@ class ModelConfig(Schema):
     def _zero_head_needs_its_own(cls, v, info):
         if v and info.data.get("tie_embeddings"):
             raise ValueError("zero_init_head: true needs tie_embeddings: false (a tied head is the token embedding)")
+        return v
+
+    @field_validator("value_embeds")
+    @classmethod
+    def _value_embeds_fit(cls, v, info):
+        L = info.data.get("n_layers")
+        if L is not None and v > (L + 1) // 2:
+            raise ValueError(
+                f"value_embeds={v}: at most {(L + 1) // 2} with n_layers={L} (one table per pair of layers)"
+            )
         return v
 
     @property

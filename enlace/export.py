@@ -50,6 +50,10 @@ def check_exportable(cfg: ModelConfig, where: str = "model") -> None:
         )
     if cfg.logit_softcap is not None:
         raise ExportError(f"{where}: logit_softcap has no Qwen3 equivalent (Qwen3 does not cap its logits)")
+    if cfg.value_embeds:
+        raise ExportError(
+            f"{where}: value_embeds has no Qwen3 equivalent (Qwen3's values come from the projection only)"
+        )
     if cfg.n_heads % cfg.n_kv_heads:
         raise ExportError(f"{where}: n_heads={cfg.n_heads} is not a multiple of n_kv_heads={cfg.n_kv_heads}")
 

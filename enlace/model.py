@@ -23,8 +23,8 @@ from .config import ConfigError, ModelConfig, load_config, load_layer
 warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight", category=UserWarning)
 
 # %% auto #0
-__all__ = ['rope_tables', 'apply_rope', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss', 'param_count', 'flops_per_token',
-           'memory_estimate', 'main']
+__all__ = ['rope_tables', 'apply_rope', 'value_embed_table', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss', 'param_count',
+           'flops_per_token', 'block_matrices', 'memory_estimate', 'main']
 
 # %% ../nbs/03_model.ipynb #58c72dc2
 def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
@@ -42,21 +42,31 @@ def apply_rope(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(rotated).flatten(-2).to(x.dtype)  # (B, T, H, D)
 
 # %% ../nbs/03_model.ipynb #60202cb9
+def value_embed_table(c: ModelConfig, layer: int) -> int | None:
+    "The value-embedding table layer `layer` adds to its values: j for layers j and L-1-j while j < value_embeds."
+    j = min(layer, c.n_layers - 1 - layer)
+    return j if j < c.value_embeds else None
+
+
 class Attention(nn.Module):
     "Grouped-query causal self-attention with QK-norm and RoPE, optionally reading/writing a KV cache."
 
-    def __init__(self, c: ModelConfig):
+    def __init__(self, c: ModelConfig, layer: int = 0):
         super().__init__()
         self.n_heads, self.n_kv, self.hd = c.n_heads, c.n_kv_heads, c.head_dim
         self.wqkv = nn.Linear(c.d_model, (c.n_heads + 2 * c.n_kv_heads) * self.hd, bias=False)
         self.wo = nn.Linear(c.n_heads * self.hd, c.d_model, bias=False)
         self.q_norm = nn.RMSNorm(self.hd, eps=c.norm_eps) if c.qk_norm else nn.Identity()
         self.k_norm = nn.RMSNorm(self.hd, eps=c.norm_eps) if c.qk_norm else nn.Identity()
+        # a layer with a value embedding mixes it into V: v = g0 * v + g1 * ve (modded-nanogpt), g learned
+        self.ve_gate = nn.Parameter(torch.full((2,), 0.5)) if value_embed_table(c, layer) is not None else None
 
-    def forward(self, x, freqs, cache=None, layer=0):
+    def forward(self, x, freqs, cache=None, layer=0, ve=None):
         B, T, _ = x.shape
         sizes = [self.n_heads * self.hd, self.n_kv * self.hd, self.n_kv * self.hd]
         q, k, v = self.wqkv(x).split(sizes, dim=-1)  # (B, T, nh*hd), (B, T, nkv*hd) x2
+        if ve is not None:  # this token's value embedding (B, T, nkv*hd)
+            v = (self.ve_gate[0] * v + self.ve_gate[1] * ve).to(v.dtype)
         # QK-norm per head, then RoPE (the norm would undo part of the rotation's geometry otherwise)
         q = apply_rope(self.q_norm(q.view(B, T, self.n_heads, self.hd)), freqs).transpose(1, 2)  # (B, nh, T, hd)
         k = apply_rope(self.k_norm(k.view(B, T, self.n_kv, self.hd)), freqs).transpose(1, 2)  # (B, nkv, T, hd)
@@ -97,15 +107,15 @@ class MLP(nn.Module):
 class Block(nn.Module):
     "Pre-norm transformer block: x + attn(norm(x)), then x + mlp(norm(x))."
 
-    def __init__(self, c: ModelConfig):
+    def __init__(self, c: ModelConfig, layer: int = 0):
         super().__init__()
         self.attn_norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
-        self.attn = Attention(c)
+        self.attn = Attention(c, layer)
         self.mlp_norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
         self.mlp = MLP(c)
 
-    def forward(self, x, freqs, cache=None, layer=0):
-        x = x + self.attn(self.attn_norm(x), freqs, cache, layer)
+    def forward(self, x, freqs, cache=None, layer=0, ve=None):
+        x = x + self.attn(self.attn_norm(x), freqs, cache, layer, ve)
         return x + self.mlp(self.mlp_norm(x))
 
 # %% ../nbs/03_model.ipynb #d1e7ed5b
@@ -116,7 +126,10 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = c
         self.embed = nn.Embedding(c.vocab_size, c.d_model)
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(Block(c, i) for i in range(c.n_layers))
+        self.value_embed = nn.ModuleList(
+            nn.Embedding(c.vocab_size, c.n_kv_heads * c.head_dim) for _ in range(c.value_embeds)
+        )
         self.norm = nn.RMSNorm(c.d_model, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.register_buffer("freqs", rope_tables(c.head_dim, c.max_seq_len, c.rope_theta), persistent=False)
@@ -138,6 +151,8 @@ class Transformer(nn.Module):
                 nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layers))
             elif p.dim() == 2:
                 nn.init.normal_(p, 0.0, std)
+            elif name.endswith("ve_gate"):
+                nn.init.constant_(p, 0.5)  # half the projected value, half the embedded one
             else:
                 nn.init.ones_(p)  # RMSNorm gains
         if self.cfg.zero_init_head:
@@ -150,12 +165,15 @@ class Transformer(nn.Module):
             raise ValueError(f"sequence of {past + T} tokens exceeds model.max_seq_len={self.cfg.max_seq_len}")
         freqs = self.freqs[past : past + T]  # (T, hd/2)
         x = self.embed(idx)  # (B, T, d)
+        ves = [e(idx) for e in self.value_embed]  # (B, T, nkv*hd) each
         for i, block in enumerate(self.blocks):
+            j = value_embed_table(self.cfg, i)
+            ve = None if j is None else ves[j]
             if self.checkpointing and cache is None and torch.is_grad_enabled():
                 # keep only the block's input; its activations are recomputed in backward (memory_estimate)
-                x = checkpoint(block, x, freqs, use_reentrant=False)
+                x = checkpoint(block, x, freqs, None, i, ve, use_reentrant=False)
             else:
-                x = block(x, freqs, cache, i)
+                x = block(x, freqs, cache, i, ve)
         if cache is not None:
             cache.pos += T
         x = self.norm(x)
@@ -174,12 +192,13 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | No
 
 # %% ../nbs/03_model.ipynb #f006d979
 def param_count(c: ModelConfig) -> dict:
-    "Parameter counts from the config: total, embedding (input table + untied head) and non_embedding."
+    "Parameter counts from the config: total, embedding (input and value tables, untied head) and non_embedding."
     hd, d = c.head_dim, c.d_model
     attn = d * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * d + (2 * hd if c.qk_norm else 0)
     layer = attn + (3 if c.mlp == "swiglu" else 2) * d * c.d_ff + 2 * d
-    embedding = c.vocab_size * d * (1 if c.tie_embeddings else 2)
-    non_embedding = c.n_layers * layer + d
+    embedding = c.vocab_size * d * (1 if c.tie_embeddings else 2) + c.value_embeds * c.vocab_size * c.n_kv_heads * hd
+    gated = sum(value_embed_table(c, i) is not None for i in range(c.n_layers))
+    non_embedding = c.n_layers * layer + d + 2 * gated
     return {"total": embedding + non_embedding, "embedding": embedding, "non_embedding": non_embedding}
 
 
@@ -190,6 +209,12 @@ def flops_per_token(c: ModelConfig, seq_len: int | None = None) -> int:
     return 6 * matmul + 12 * c.n_layers * c.d_model * T
 
 # %% ../nbs/03_model.ipynb #803c6320
+def block_matrices(c: ModelConfig) -> int:
+    "Parameters in the blocks' 2-D weights: what `train.optimizer: muon` gives to Muon (one float32 buffer each)."
+    attn = c.d_model * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim + c.n_heads * c.head_dim * c.d_model
+    return c.n_layers * (attn + (3 if c.mlp == "swiglu" else 2) * c.d_model * c.d_ff)
+
+
 def memory_estimate(
     c: ModelConfig,
     batch: int,
@@ -199,6 +224,7 @@ def memory_estimate(
     checkpointing: bool = False,
     accumulating: bool = False,
     kv_tokens: int | None = None,
+    optimizer: str = "adamw",
 ) -> dict:
     "Bytes of a training step's peak, by part, and of a generation KV cache (see the notebook for the counts)."
     d, dff, nh, nkv, L, V = c.d_model, c.d_ff, c.n_heads, c.n_kv_heads, c.n_layers, c.vocab_size
@@ -210,16 +236,19 @@ def memory_estimate(
     mlp = (2 if c.mlp == "swiglu" else 1) * dff  # SwiGLU keeps gate, up, silu(gate) and their product; ReLU² two
     layer = (42 * d + 8 * kv + 4 * mlp if half else 48 * d + 12 * kv + 8 * mlp) + 4 * nh + 4 * nkv + 8
     layer += 4 * nh * seq_len if attention == "math" else 4 * nh  # math keeps the softmax; fused kernels a logsumexp
+    gated = sum(value_embed_table(c, i) is not None for i in range(L))
+    mixing = 4 * kv  # what a value embedding's mix adds per token and layer (counted below, in float32)
     head = 12 * d + 16 + (6 if half else 4) * V  # final norm and the logits (float32 for the loss; half ones too)
     head += 4 * V if c.logit_softcap else 0  # tanh keeps its float32 output
     out = {
         "weights": 4 * n,  # float32 master weights
         "gradients": 4 * n if accumulating else 0,  # alive across micro-batches; otherwise made as activations go
-        "optimizer": 8 * n,  # AdamW: two float32 moments
-        "half_weights": 2 * (n - (0 if c.tie_embeddings else V * d)) if half else 0,  # autocast's copies of matmuls
+        "optimizer": 8 * n - (4 * block_matrices(c) if optimizer == "muon" else 0),  # AdamW: 2 moments; Muon: 1
+        "half_weights": 2 * (n - (0 if c.tie_embeddings else V * d) - c.value_embeds * V * kv) if half else 0,
+        # autocast's copies of the matmuls' weights (lookup tables stay float32)
         "loss_backward": 16 * V * tokens,  # the logits' gradient and the softmax's temporaries
     }
-    out["activations"] = tokens * (layer * L + head)
+    out["activations"] = tokens * (layer * L + mixing * gated + head)
     if checkpointing:  # only the blocks' inputs stay; the peak is the loss's backward or one block's recomputation
         out["activations"] = tokens * (4 * d * L + head)
         if tokens * layer > tokens * head + out["loss_backward"]:
@@ -247,12 +276,16 @@ def _is_run_file(path: str) -> bool:
     return isinstance(data, dict) and (isinstance(data.get("include"), (dict, list)) or "model" in data)
 
 
-def _memory_lines(cfg: ModelConfig, batch: int, seq_len: int, dtype: str, attention: str, accumulating: bool):
+def _memory_lines(
+    cfg: ModelConfig, batch: int, seq_len: int, dtype: str, attention: str, accumulating: bool, optimizer: str
+):
     "The memory estimate as printed lines: each part without and with activation checkpointing (MiB)."
-    plain = memory_estimate(cfg, batch, seq_len, dtype, attention, accumulating=accumulating)
-    ckpt = memory_estimate(cfg, batch, seq_len, dtype, attention, checkpointing=True, accumulating=accumulating)
+    plain = memory_estimate(cfg, batch, seq_len, dtype, attention, accumulating=accumulating, optimizer=optimizer)
+    ckpt = memory_estimate(
+        cfg, batch, seq_len, dtype, attention, checkpointing=True, accumulating=accumulating, optimizer=optimizer
+    )
     mib = lambda v: f"{v / 2**20:>10,.1f}"
-    yield f"memory of a training step ({batch} x {seq_len} tokens, {dtype}, {attention} attention), MiB:"
+    yield f"memory of a training step ({batch} x {seq_len} tokens, {dtype}, {attention} attention, {optimizer}), MiB:"
     yield f"  {'':<16}{'as trained':>10}  {'checkpointed':>12}"
     for k in ("weights", "gradients", "optimizer", "half_weights", "activations", "loss_backward", "peak"):
         yield f"  {k:<16}{mib(plain[k])}  {mib(ckpt[k]):>12}"
@@ -278,11 +311,13 @@ def main(argv: list[str] | None = None) -> int:
             run = load_config(args.config, args.overrides)
             cfg, seq_len, batch = run.model, run.train.seq_len, micro_batch(run)
             dtype, attention, accumulating = run.hardware.dtype, run.hardware.attention, grad_accum(run) > 1
+            optimizer = run.train.optimizer
         else:
             if args.overrides:
                 raise ConfigError(f"command line: overrides need a run file, {args.config} is a model file")
             cfg = load_layer(args.config, "model")
             seq_len, batch, dtype, attention, accumulating = cfg.max_seq_len, 1, "float32", "math", False
+            optimizer = "adamw"
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -292,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"parameters w/o embeddings: {n['non_embedding']:>14,}  ({n['non_embedding'] / 1e6:.2f} M)")
     print(f"FLOPs per token (train):   {flops_per_token(cfg, seq_len):>14,}  (6N + 12·L·d·T at T={seq_len})")
     lines = _memory_lines(
-        cfg, args.batch or batch, seq_len, args.dtype or dtype, args.attention or attention, accumulating
+        cfg, args.batch or batch, seq_len, args.dtype or dtype, args.attention or attention, accumulating, optimizer
     )
     print("\n".join(lines))
     return 0

@@ -132,7 +132,7 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
     matrices, decay, no_decay, embed = [], [], [], []
     for name, p in model.named_parameters():
         name = name.removeprefix("module.")  # under DistributedDataParallel
-        if name.startswith("embed."):
+        if name.startswith(("embed.", "value_embed.")):  # rows learn only when their token appears: no decay
             embed.append(p)
         elif t.optimizer == "muon" and name.startswith("blocks.") and p.dim() == 2:
             matrices.append(p)
