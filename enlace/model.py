@@ -23,8 +23,8 @@ from .config import ConfigError, ModelConfig, load_config, load_layer
 warnings.filterwarnings("ignore", message="Mismatch dtype between input and weight", category=UserWarning)
 
 # %% auto #0
-__all__ = ['rope_tables', 'apply_rope', 'value_embed_table', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss', 'param_count',
-           'flops_per_token', 'block_matrices', 'memory_estimate', 'main']
+__all__ = ['rope_tables', 'apply_rope', 'value_embed_table', 'Attention', 'MLP', 'Block', 'Transformer', 'lm_loss',
+           'block_matrices', 'param_count', 'flops_per_token', 'memory_estimate', 'main']
 
 # %% ../nbs/03_model.ipynb #58c72dc2
 def rope_tables(head_dim: int, max_len: int, theta: float) -> torch.Tensor:
@@ -191,14 +191,19 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | No
     return {"ce": (ce * w).sum(), "z": (lse.square() * w).sum(), "n": w.sum()}
 
 # %% ../nbs/03_model.ipynb #f006d979
+def block_matrices(c: ModelConfig) -> int:
+    "Parameters in the blocks' 2-D weights: what `train.optimizer: muon` gives to Muon (one float32 buffer each)."
+    attn = c.d_model * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim + c.n_heads * c.head_dim * c.d_model
+    return c.n_layers * (attn + (3 if c.mlp == "swiglu" else 2) * c.d_model * c.d_ff)
+
+
 def param_count(c: ModelConfig) -> dict:
     "Parameter counts from the config: total, embedding (input and value tables, untied head) and non_embedding."
     hd, d = c.head_dim, c.d_model
-    attn = d * (c.n_heads + 2 * c.n_kv_heads) * hd + c.n_heads * hd * d + (2 * hd if c.qk_norm else 0)
-    layer = attn + (3 if c.mlp == "swiglu" else 2) * d * c.d_ff + 2 * d
+    norms = (2 * hd if c.qk_norm else 0) + 2 * d  # per layer: q/k norms, and the two pre-norms
     embedding = c.vocab_size * d * (1 if c.tie_embeddings else 2) + c.value_embeds * c.vocab_size * c.n_kv_heads * hd
     gated = sum(value_embed_table(c, i) is not None for i in range(c.n_layers))
-    non_embedding = c.n_layers * layer + d + 2 * gated
+    non_embedding = block_matrices(c) + c.n_layers * norms + d + 2 * gated  # + the final norm and the mix gates
     return {"total": embedding + non_embedding, "embedding": embedding, "non_embedding": non_embedding}
 
 
@@ -209,12 +214,6 @@ def flops_per_token(c: ModelConfig, seq_len: int | None = None) -> int:
     return 6 * matmul + 12 * c.n_layers * c.d_model * T
 
 # %% ../nbs/03_model.ipynb #803c6320
-def block_matrices(c: ModelConfig) -> int:
-    "Parameters in the blocks' 2-D weights: what `train.optimizer: muon` gives to Muon (one float32 buffer each)."
-    attn = c.d_model * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim + c.n_heads * c.head_dim * c.d_model
-    return c.n_layers * (attn + (3 if c.mlp == "swiglu" else 2) * c.d_model * c.d_ff)
-
-
 def memory_estimate(
     c: ModelConfig,
     batch: int,
