@@ -35,8 +35,12 @@ def test_estimate_within_20_percent_of_the_measured_peak(bench, dtype, attention
 def test_cli_prints_the_memory_of_a_run(cli):
     r = cli("enlace.model", "configs/runs/pretrain-2060.yaml")
     assert r.returncode == 0, r.stderr
-    assert "memory of a training step (16 x 512 tokens, float16, mem_efficient attention)" in r.stdout
+    assert "memory of a training step (16 x 512 tokens, float16, mem_efficient attention, adamw)" in r.stdout
     assert "gradients" in r.stdout and "KV cache" in r.stdout
+    adam, muon = (cli("enlace.model", "configs/runs/pretrain-cpu.yaml", f"train.optimizer={o}") for o in ("adamw", "muon"))
+    assert "bfloat16, math attention, muon)" in muon.stdout  # Muon keeps one buffer per block matrix, AdamW two
+    optimizer_mib = lambda out: float(next(l.split()[1] for l in out.splitlines() if l.strip().startswith("optimizer")))
+    assert optimizer_mib(muon.stdout) < optimizer_mib(adam.stdout)
     r = cli("enlace.model", "configs/model/tiny-50m.yaml", "--seq-len", "x")
     assert r.returncode == 2 and "'x' is not a positive whole number" in r.stderr
 
