@@ -35,7 +35,7 @@ from enlace.common import (
 )
 from .corpus import Cleaner, HFInput, PrepareError, doc_split, input_key, input_size, list_files
 from .shards import ShardError, check_shard, shard_sha256, write_shard
-from .tokenizer import Tokenizer, TokenizerError, corpus_hash, read_manifest, train_tokenizer
+from .tokenizer import Tokenizer, TokenizerError, corpus_hash, train_tokenizer
 
 # %% auto #0
 __all__ = ['FORMAT', 'BYTES_PER_TOKEN_GUESS', 'TOKENIZER_SAMPLE_MB', 'SOURCES_HELP', 'write_error', 'ShardWriter', 'clean_stage',
@@ -318,13 +318,12 @@ TOKENIZER_SAMPLE_MB = 32  # a 4k BPE learns as well from 16-32 MB as from 120 (d
 def _reusable_tokenizer(tok_dir: Path, train_vocab: int, sample_mb: float | None, log) -> Tokenizer | None:
     "The tokenizer already trained in `tok_dir` with `train_vocab` tokens (and this sample), or None."
     try:
-        tok = Tokenizer.load(tok_dir)
-        settings = read_manifest(tok_dir)["settings"]
+        tok = Tokenizer.load(tok_dir)  # its settings are those of its manifest
     except TokenizerError:
         return None
-    if train_vocab not in (tok.vocab_size, settings.get("requested_vocab_size")):
+    if train_vocab not in (tok.vocab_size, tok.settings.get("requested_vocab_size")):
         return None
-    if settings.get("train_sample_mb", sample_mb) != sample_mb:  # tokenizers from before the sample: reused
+    if tok.settings.get("train_sample_mb", sample_mb) != sample_mb:  # tokenizers from before the sample: reused
         return None
     log(f"tokenizer: reusing {tok_dir}")
     return tok
