@@ -22,7 +22,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .common import atomic_write_json
+from .common import atomic_write_json, cache_dir
 from .config import HardwareConfig
 
 # %% auto #0
@@ -262,7 +262,7 @@ def measure_matmul_flops(
 
 def _peak_cache() -> Path:
     "Where the measured CPU peaks are kept: $ENLACE_CACHE/peak_flops.json, by default under ~/.cache/enlace."
-    return Path(os.environ.get("ENLACE_CACHE") or Path.home() / ".cache" / "enlace") / "peak_flops.json"
+    return cache_dir("peak_flops.json")
 
 # %% ../nbs/02_backends.ipynb #cab6a011
 def cpu_peak_flops(dtype: str, seconds: float = 2.0) -> float:

@@ -8,7 +8,6 @@ Docs: https://enlace-lm.github.io/enlace/common.html.md"""
 from __future__ import annotations
 
 import argparse
-import argparse
 import difflib
 import errno
 import hashlib
@@ -25,9 +24,9 @@ except ImportError:  # Windows
     fcntl = None
 
 # %% auto #0
-__all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem', 'FolderError',
-           'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'positive_int', 'closest', 'short_repr',
-           'error_line', 'run_cli']
+__all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'cache_dir', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem',
+           'FolderError', 'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'positive_int', 'closest',
+           'short_repr', 'error_line', 'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -37,6 +36,11 @@ def sha256_file(path, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: f.read(chunk), b""):
             h.update(block)
     return h.hexdigest()
+
+# %% ../nbs/01_common.ipynb #92925f5c
+def cache_dir(*parts: str) -> Path:
+    "ENLACE's per-machine cache ($ENLACE_CACHE, by default ~/.cache/enlace), or a path inside it."
+    return Path(os.environ.get("ENLACE_CACHE") or Path.home() / ".cache" / "enlace").joinpath(*parts)
 
 # %% ../nbs/01_common.ipynb #d9fd5a52
 def atomic_write(path, data: str | bytes, fsync: bool = False) -> Path:

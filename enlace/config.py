@@ -200,6 +200,9 @@ class DataConfig(Schema):
     source: Literal["conjugations", "shards", "assistant", "conversations"]
     path: str | None = Field(default=None, validate_default=True)  # that folder, relative to the working directory
     token_dtype: TokenDtype
+    # conjugations only: the embedded tasks' own BPE of this many tokens (trained on their texts) instead of bytes;
+    # 267 = the 256 bytes + the 11 specials of enlace.tokenizer, 65535 = what uint16 shards hold
+    tokenizer_vocab: int | None = Field(default=None, ge=267, le=65535)
 
     @field_validator("path")
     @classmethod
@@ -208,6 +211,16 @@ class DataConfig(Schema):
         if source in ("shards", "conversations") and not v:
             what = "a shard folder" if source == "shards" else "a folder with train.jsonl and val.jsonl"
             raise ValueError(f"data.source={source} needs {what} here")
+        return v
+
+    @field_validator("tokenizer_vocab")
+    @classmethod
+    def _only_the_embedded_corpus(cls, v, info):
+        if v is not None and info.data.get("source") != "conjugations":
+            raise ValueError(
+                f"data.source={info.data.get('source')} brings its own tokenizer; "
+                "tokenizer_vocab is for data.source=conjugations"
+            )
         return v
 
 # %% ../nbs/00_config.ipynb #f4ffa75c
@@ -431,6 +444,14 @@ def _cross_checks(cfg: RunConfig) -> list[tuple[str, str]]:
     if cfg.data.source == "conjugations" and cfg.model.vocab_size < 256:
         out.append(
             ("model.vocab_size", f"{cfg.model.vocab_size} cannot hold the 256 byte values of data.source=conjugations")
+        )
+    if cfg.data.tokenizer_vocab and cfg.model.vocab_size != cfg.data.tokenizer_vocab:
+        out.append(
+            (
+                "model.vocab_size",
+                f"{cfg.model.vocab_size} differs from data.tokenizer_vocab={cfg.data.tokenizer_vocab}; "
+                f"set model.vocab_size={cfg.data.tokenizer_vocab}",
+            )
         )
     if cfg.data.source in ("assistant", "conversations") and not cfg.init_from:
         out.append(("init_from", f"data.source={cfg.data.source} fine-tunes a base model: set init_from: MODEL_FILE"))

@@ -102,7 +102,8 @@ def shard_windows(shards: list, seq_len: int) -> tuple[int, Callable[[list[int]]
 # %% ../nbs/08_dataloader.ipynb #927f19fe
 TASKS = {  # data.source -> where its hooks live (imported only when that source is used)
     "conjugations": {
-        "tokenizer": "bytes",
+        "tokenizer": "bytes",  # or, with data.tokenizer_vocab, the embedded tasks' own BPE:
+        "bpe": "enlace.tasks.assistant.data:embedded_tokenizer",
         "make_data": "enlace.tasks.conjugations.corpus:make_data",
         "finish": "enlace.tasks.conjugations.evaluate:finish",
     },
@@ -120,7 +121,7 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
 
 
 def task_hook(source: str, hook: str) -> Callable | None:
-    "The `hook` ('make_data' or 'finish') of the task behind data.source `source`; None for token shards."
+    "The `hook` ('make_data', 'finish' or 'bpe') of the task behind data.source `source`; None for token shards."
     if source not in TASKS:
         return None
     module, name = TASKS[source][hook].split(":")
@@ -128,14 +129,15 @@ def task_hook(source: str, hook: str) -> Callable | None:
 
 
 def run_tokenizer(cfg, base: Tokenizer | None = None) -> Tokenizer:
-    "The tokenizer of a run: `base`'s (the init_from model's), its task's (bytes), or the copy in its shard folder."
+    "The tokenizer of a run: `base`'s (init_from's), its task's (bytes or its own BPE), or its shard folder's copy."
     kind = TASKS.get(cfg.data.source, {}).get("tokenizer")
     if kind == "init_from" or (base is not None and kind is None):
         if base is None:
             raise ConfigError(f"data.source={cfg.data.source} takes the tokenizer of init_from: pass its model's")
         return base
     if kind == "bytes":
-        return Tokenizer.bytes()
+        vocab = cfg.data.tokenizer_vocab
+        return task_hook(cfg.data.source, "bpe")(vocab) if vocab else Tokenizer.bytes()
     return data_tokenizer(cfg.data.path)
 
 # %% ../nbs/08_dataloader.ipynb #4ec97459

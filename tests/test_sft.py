@@ -21,7 +21,8 @@ from enlace.tokenizer import Tokenizer
 from conftest import ROOT
 
 SMALL = ["train.max_steps=6", "train.ckpt_every=3", "train.eval_every=3", "train.warmup_steps=2", "train.batch_size=4",
-         "hardware.batch_size=4", "train.eval_batches=2", "train.keep_last=3", "train.seq_len=256"]
+         "hardware.batch_size=4", "train.eval_batches=2", "train.keep_last=3", "train.seq_len=256",
+         "model.vocab_size=267"]  # the base here reads bytes
 
 
 def sft(out, base, *extra, run="configs/runs/sft-smoke-cpu.yaml"):

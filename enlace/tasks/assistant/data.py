@@ -11,11 +11,12 @@ __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'NOISE_P', 'TEM
            'PREV_INTENTS', 'MEMORY_P', 'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS',
            'OTHER_COUNTS', 'OTHER_COUNT_WEIGHTS', 'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS', 'ALLERGENS', 'FOODS', 'CODES',
            'CONTACTS', 'THINGS', 'SPOTS', 'ACTIVITIES', 'SCHEDULES', 'NAMED', 'RECALL_TEMPLATES', 'RECALL_ANSWERS',
-           'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn', 'join_es', 'build_calculator',
-           'build_datetime_now', 'build_list_add', 'build_list_show', 'build_list_remove', 'build_reminder_add',
-           'build_reminder_list', 'build_memory_save', 'build_memory_search', 'build_memory_forget', 'build_web_search',
-           'conjugation_rows', 'build_none', 'prev_ok', 'build', 'conversation', 'Fact', 'recall_fact', 'recall_answer',
-           'distractors', 'add_memories', 'recall_conversation', 'memory_variant', 'conversations']
+           'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn',
+           'join_es', 'build_calculator', 'build_datetime_now', 'build_list_add', 'build_list_show',
+           'build_list_remove', 'build_reminder_add', 'build_reminder_list', 'build_memory_save', 'build_memory_search',
+           'build_memory_forget', 'build_web_search', 'conjugation_rows', 'build_none', 'prev_ok', 'build',
+           'conversation', 'Fact', 'recall_fact', 'recall_answer', 'distractors', 'add_memories', 'recall_conversation',
+           'memory_variant', 'conversations', 'embedded_texts', 'embedded_key', 'embedded_tokenizer']
 
 # %% ../../../nbs/33_assistant.ipynb #16c477d1
 import copy
@@ -2086,3 +2087,61 @@ def conversations(n: int, split: str, seed: int = 0, memories: bool | None = Non
             conv = memory_variant(conv, random.Random(f"assistant:memories:{split}:{seed}:{i}"), split)
         out.append(conv)
     return out
+
+# %% ../../../nbs/33_assistant.ipynb #6ad5b03f
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import enlace
+from ...common import cache_dir, sha256_file
+from ...config import ConfigError
+from ...conversation import render as render_conversation  # `render` here is a template's
+from ...tokenizer import Tokenizer, TokenizerError, train_tokenizer
+
+EMBEDDED_CONVERSATIONS = 10_000  # rendered training conversations the embedded tokenizer learns from
+EMBEDDED_SOURCES = ("tasks/assistant/data.py", "tasks/conjugations/corpus.py")  # the code that writes those texts
+
+
+def embedded_texts(n: int = EMBEDDED_CONVERSATIONS) -> list[str]:
+    "What the embedded tokenizer learns from: the conjugation corpus's training lines and `n` training conversations."
+    b = Tokenizer.bytes()
+    lines = [r["line"] + "\n" for r in examples() if r["split"] == "train"]
+    return lines + [b.decode(render_conversation(c, b)[0]) for c in conversations(n, "train", seed=0)]
+
+
+def embedded_key(vocab_size: int) -> str:
+    "What names an embedded tokenizer: its size, its sample and the sha256 of the code that writes its texts."
+    h = hashlib.sha256(f"{vocab_size}|{EMBEDDED_CONVERSATIONS}".encode())
+    for rel in EMBEDDED_SOURCES:
+        h.update(sha256_file(Path(enlace.__file__).parent / rel).encode())
+    return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=4)
+def embedded_tokenizer(vocab_size: int) -> Tokenizer:
+    "The embedded tasks' own BPE (`data.tokenizer_vocab`): trained once per machine on `embedded_texts`, then loaded."
+    key = embedded_key(vocab_size)
+    folder = cache_dir("tokenizers", f"embedded-{vocab_size}-{key}")
+    if folder.is_dir():
+        try:
+            return Tokenizer.load(folder)
+        except TokenizerError as e:  # a damaged cache is rebuilt, never used
+            print(f"warning: {e}; training the embedded tokenizer again", file=sys.stderr)
+            shutil.rmtree(folder)
+    print(f"[tokenizer] training the embedded tasks' BPE ({vocab_size} tokens) into {folder}", file=sys.stderr)
+    tok = train_tokenizer(embedded_texts(), vocab_size)
+    if tok.vocab_size != vocab_size:
+        raise ConfigError(
+            f"data.tokenizer_vocab: the embedded texts hold only {tok.vocab_size} tokens; "
+            f"set data.tokenizer_vocab <= {tok.vocab_size}"
+        )
+    tmp = folder.with_name(f".{folder.name}-{os.getpid()}")
+    tok.save(tmp, key, {"texts": "embedded", "conversations": EMBEDDED_CONVERSATIONS})
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process saved it first: the same texts give the same tokenizer
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Tokenizer.load(folder)

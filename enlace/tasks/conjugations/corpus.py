@@ -874,29 +874,33 @@ from ...dataloader import Loader, pad_batch
 from ...tokenizer import Tokenizer
 
 
-def encode_lines(lines: list[str], seq_len: int) -> list[np.ndarray]:
-    "UTF-8 bytes of each line plus '\\n'; every example must fit seq_len + 1 bytes."
-    out = [np.frombuffer((line + "\n").encode("utf-8"), dtype=np.uint8) for line in lines]
+def encode_lines(lines: list[str], seq_len: int, tokenizer: Tokenizer | None = None) -> list[np.ndarray]:
+    "Token ids (UTF-8 bytes by default) of each line plus '\\n'; every example must fit seq_len + 1 tokens."
+    tok = tokenizer or Tokenizer.bytes()
+    out = [np.asarray(ids, dtype=np.uint16) for ids in tok.encode_batch([line + "\n" for line in lines])]
     longest = max(range(len(out)), key=lambda i: len(out[i]))
     if len(out[longest]) > seq_len + 1:
+        unit = "bytes" if tok.kind == "bytes" else "tokens"
         raise ConfigError(
-            f"train.seq_len: {seq_len} is too short for an example of {len(out[longest])} bytes "
+            f"train.seq_len: {seq_len} is too short for an example of {len(out[longest])} {unit} "
             f"(set train.seq_len >= {len(out[longest]) - 1}): {lines[longest]!r}"
         )
     return out
 
 
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
-    "The task's loaders (see `enlace.dataloader.make_data`): byte lines, padded, the held-out split as val."
+    "The task's loaders (see `enlace.dataloader.make_data`): lines of tokens, padded, the held-out split as val."
     rows = examples()
-    train = encode_lines([r["line"] for r in rows if r["split"] == "train"], cfg.train.seq_len)
-    val = encode_lines([r["line"] for r in rows if r["split"] == "heldout"], cfg.train.seq_len)
+    lines = {s: [r["line"] for r in rows if r["split"] == s] for s in ("train", "heldout")}
+    train = encode_lines(lines["train"], cfg.train.seq_len, tokenizer)
+    val = encode_lines(lines["heldout"], cfg.train.seq_len, tokenizer)
+    n_bytes = sum(len(line.encode()) + 1 for line in lines["heldout"])
     seed = cfg.train.seed
     return {
         "train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
         "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
-        "tokenizer": tokenizer,  # Tokenizer.bytes(): TASKS says so
-        "bytes_per_token": 1.0,
+        "tokenizer": tokenizer,  # bytes, or the embedded tasks' BPE (data.tokenizer_vocab): TASKS says so
+        "bytes_per_token": n_bytes / sum(len(x) for x in val),
     }
 
 # %% ../../../nbs/30_conjugations.ipynb #e41fd13f

@@ -23,12 +23,13 @@ from ...dataloader import pad_batch
 from ...drift import drift, plot_drift
 from ...engine import Engine
 from ...model import Transformer
+from ...tokenizer import Tokenizer
 from . import ngram
 from .corpus import examples, verb_classes
 
 # %% auto #0
-__all__ = ['SPELLING', 'prompt_target', 'verb_group', 'data_hash', 'model_logprobs', 'model_greedy', 'fit_ngram',
-           'ngram_logprobs', 'ngram_greedy', 'figures', 'evaluate', 'main', 'finish']
+__all__ = ['SPELLING', 'prompt_target', 'prompt_target_ids', 'verb_group', 'data_hash', 'model_logprobs', 'model_greedy',
+           'fit_ngram', 'ngram_logprobs', 'ngram_greedy', 'figures', 'evaluate', 'main', 'finish']
 
 # %% ../../../nbs/32_eval_conjugations.ipynb #bc3b279c
 SPELLING = {"c>qu", "g>gu", "z>c", "g>j", "gu>g", "gu>gü", "c>z", "i>y"}
@@ -37,6 +38,16 @@ SPELLING = {"c>qu", "g>gu", "z>c", "g>j", "gu>g", "gu>gü", "c>z", "i>y"}
 def prompt_target(row: dict) -> tuple[bytes, bytes]:
     "The English prompt and the Spanish continuation it must produce, as bytes."
     return f"en: {row['english']} | es:".encode(), f" {row['spanish']}\n".encode()
+
+
+def prompt_target_ids(row: dict, tok: Tokenizer | None = None) -> tuple[list[int], list[int]]:
+    "The prompt and target as ids of `tok` (bytes by default): the target is what the whole line adds to the prompt."
+    tok = tok or Tokenizer.bytes()
+    prompt, target = (x.decode() for x in prompt_target(row))
+    ids, head = tok.encode(prompt + target), tok.encode(prompt)
+    if ids[: len(head)] != head:  # the pre-tokenizer cuts at ':' and before ' word': never seen, but never silent
+        raise ValueError(f"{tok}: the prompt {prompt!r} is not a token prefix of its line")
+    return head, ids[len(head) :]
 
 
 def verb_group(infinitive: str) -> str:
@@ -51,24 +62,25 @@ def data_hash(rows: list[dict]) -> str:
 
 # %% ../../../nbs/32_eval_conjugations.ipynb #140a2869
 @torch.no_grad()
-def model_logprobs(model: Transformer, rows: list[dict], batch: int = 128) -> list[float]:
-    "ln P(target | prompt) for each row, summed over the target bytes."
+def model_logprobs(model: Transformer, rows: list[dict], batch: int = 128, tok: Tokenizer | None = None) -> list[float]:
+    "ln P(target | prompt) for each row, summed over the target's tokens (bytes by default)."
     dev, out = next(model.parameters()).device, []
     for i in range(0, len(rows), batch):
-        pts = [prompt_target(r) for r in rows[i : i + batch]]
-        b = pad_batch([list(p + t) for p, t in pts])
+        pts = [prompt_target_ids(r, tok) for r in rows[i : i + batch]]
+        b = pad_batch([p + t for p, t in pts])
         logp = torch.log_softmax(model(b["input"].to(dev)).double(), dim=-1)
-        tok = logp.gather(-1, b["target"].to(dev).unsqueeze(-1)).squeeze(-1)
+        got = logp.gather(-1, b["target"].to(dev).unsqueeze(-1)).squeeze(-1)
         for j, (p, t) in enumerate(pts):
-            out.append(tok[j, len(p) - 1 : len(p) - 1 + len(t)].sum().item())  # positions predicting the target
+            out.append(got[j, len(p) - 1 : len(p) - 1 + len(t)].sum().item())  # positions predicting the target
     return out
 
 
-def model_greedy(model: Transformer, rows: list[dict], max_new: int = 64) -> list[str]:
+def model_greedy(model: Transformer, rows: list[dict], max_new: int = 64, tok: Tokenizer | None = None) -> list[str]:
     "Greedy completion of each row's prompt through the engine, up to the end of the line (stripped)."
-    prompts = [list(prompt_target(r)[0]) for r in rows]
-    new = Engine(model).generate_batch(prompts, max_tokens=max_new, temperature=0, stop=[ord("\n")])
-    return [bytes(ids).decode("utf-8", errors="replace").strip() for ids in new]
+    tok = tok or Tokenizer.bytes()
+    prompts = [prompt_target_ids(r, tok)[0] for r in rows]
+    new = Engine(model, tok).generate_batch(prompts, max_tokens=max_new, temperature=0, stop=tok.encode("\n"))
+    return [tok.decode(ids).split("\n")[0].strip() for ids in new]
 
 # %% ../../../nbs/32_eval_conjugations.ipynb #d8e4a04c
 def fit_ngram(rows: list[dict], orders=range(2, 11)) -> tuple[dict, dict]:
@@ -116,19 +128,23 @@ def figures(rows: list[dict], logps: list[float], preds: list[str]) -> dict:
 
 # %% ../../../nbs/32_eval_conjugations.ipynb #242d45b6
 def evaluate(
-    model: Transformer, split: str = "heldout", model_file: str | None = None, limit: int | None = None
+    model: Transformer,
+    split: str = "heldout",
+    model_file: str | None = None,
+    limit: int | None = None,
+    tok: Tokenizer | None = None,
 ) -> dict:
-    "The report's figures for `split` (heldout or train; its first `limit` rows), transformer and n-gram baseline."
+    "The figures for `split` (heldout or train; its first `limit` rows): the transformer (`tok`'s ids) and the n-gram."
     rows = examples()
     part = [r for r in rows if r["split"] == split][:limit]
     if not part:
         raise ValueError(f"no rows in split {split!r}; use heldout or train")
     lm, by_order = fit_ngram(rows)
-    preds = model_greedy(model, part)
+    preds = model_greedy(model, part, tok=tok)
     samples = [{"english": r["english"], "expected": r["spanish"], "model": p} for r, p in zip(part, preds)]
     return {
         split: {
-            "model": figures(part, model_logprobs(model, part), preds),
+            "model": figures(part, model_logprobs(model, part, tok=tok), preds),
             "ngram": {
                 **figures(part, ngram_logprobs(lm, part), ngram_greedy(lm, part)),
                 "order": lm["order"],
@@ -155,14 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModelFileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if tok.kind != "bytes":
-        print(
-            f"error: {args.model_file}: not a byte-level model (tokenizer {man.get('tokenizer')}); "
-            "this task is byte-level",
-            file=sys.stderr,
-        )
-        return 2
-    res = evaluate(model, args.split, str(args.model_file))
+    res = evaluate(model, args.split, str(args.model_file), tok=tok)
     s = res[args.split]
     for who in ("model", "ngram"):
         print(
@@ -173,13 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 # %% ../../../nbs/32_eval_conjugations.ipynb #a5b55216
-def finish(run_dir, cfg, model: Transformer, tokenizer=None, limit: int | None = None) -> dict:
+def finish(run_dir, cfg, model: Transformer, tokenizer: Tokenizer | None = None, limit: int | None = None) -> dict:
     "The task's report (see `enlace.report.finish_run`): held-out figures, samples and precision drift."
     run_dir, model = Path(run_dir), model.eval()
-    res = evaluate(model, limit=limit)
+    res = evaluate(model, limit=limit, tok=tokenizer)
     h = res["heldout"]
     rows = [r for r in examples() if r["split"] == "heldout"][:8]
-    table = drift(model, pad_batch([list(b"".join(prompt_target(r))) for r in rows])["input"])
+    table = drift(model, pad_batch([sum(prompt_target_ids(r, tokenizer), []) for r in rows])["input"])
     table.to_csv(run_dir / "drift.csv")
     plot_drift(table, run_dir / "drift.png")
     res["drift"] = table.to_dict()
