@@ -14,8 +14,8 @@ import torch
 
 from conftest import ROOT
 
-# In bytes, as before the main job moved to the embedded tasks' BPE: its steps are ~3x slower, which keeps the Ctrl-C
-# test of test_failures.py from finishing all 40 steps before its SIGINT lands (it did once, in a CI run).
+# In bytes, as these runs (here, in test_failures.py and test_ddp.py) were before the main job moved to the embedded
+# tasks' BPE; test_the_main_jobs_bpe_resumes_bit_exact below covers the BPE.
 OVERRIDES = ["train.max_steps=40", "train.ckpt_every=5", "train.eval_every=10", "train.warmup_steps=5", "train.keep_last=2",
              "data.tokenizer_vocab=null", "model.vocab_size=267"]
 
@@ -146,3 +146,15 @@ def test_muon_resume_is_bit_exact_and_the_optimizer_cannot_change(tmp_path):
     assert man["optimizer_groups"][0]["muon"] and len(man["optimizer_groups"]) == 4
     r = run(tmp_path / "killed", *SHORT, "train.max_steps=10")
     assert r.returncode == 2 and "cannot resume with changed train.optimizer: muon -> adamw" in r.stderr
+
+
+def test_the_main_jobs_bpe_resumes_bit_exact(tmp_path):
+    "The same, in the embedded tasks' BPE of configs/runs/smoke-cpu.yaml: stopped after step 20's checkpoint."
+    bpe = ["data.tokenizer_vocab=2048", "model.vocab_size=2048", "train.max_steps=30"]
+    ref = tmp_path / "ref"
+    assert run(ref, "--fresh", *bpe).returncode == 0
+    r = run(tmp_path / "cut", "--fresh", *bpe, env={"ENLACE_KILL_IN_CHECKPOINT": "25"})
+    assert r.returncode == -signal.SIGKILL  # killed while writing step 25's checkpoint: step 20's is the last
+    r = run(tmp_path / "cut", *bpe)
+    assert r.returncode == 0 and "resumed from" in r.stderr, r.stderr
+    assert losses(tmp_path / "cut") == losses(ref) and final_weights_sha(tmp_path / "cut") == final_weights_sha(ref)
