@@ -203,6 +203,9 @@ class DataConfig(Schema):
     # conjugations only: the embedded tasks' own BPE of this many tokens (trained on their texts) instead of bytes;
     # 267 = the 256 bytes + the 11 specials of enlace.tokenizer, 65535 = what uint16 shards hold
     tokenizer_vocab: int | None = Field(default=None, ge=267, le=65535)
+    # conjugations only: this share of the training tokens are the assistant task's training conversations, whole
+    # (mid-training: the base learns the chat format before its fine-tuning); 0 = the corpus alone
+    assistant_share: float = Field(default=0.0, ge=0, lt=1)
 
     @field_validator("path")
     @classmethod
@@ -213,13 +216,13 @@ class DataConfig(Schema):
             raise ValueError(f"data.source={source} needs {what} here")
         return v
 
-    @field_validator("tokenizer_vocab")
+    @field_validator("tokenizer_vocab", "assistant_share")
     @classmethod
     def _only_the_embedded_corpus(cls, v, info):
-        if v is not None and info.data.get("source") != "conjugations":
+        if v and info.data.get("source") != "conjugations":
+            what = "brings its own tokenizer" if info.field_name == "tokenizer_vocab" else "is not the embedded corpus"
             raise ValueError(
-                f"data.source={info.data.get('source')} brings its own tokenizer; "
-                "tokenizer_vocab is for data.source=conjugations"
+                f"data.source={info.data.get('source')} {what}; {info.field_name} is for data.source=conjugations"
             )
         return v
 

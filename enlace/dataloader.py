@@ -104,6 +104,7 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
     "conjugations": {
         "tokenizer": "bytes",  # or, with data.tokenizer_vocab, the embedded tasks' own BPE:
         "bpe": "enlace.tasks.assistant.data:embedded_tokenizer",
+        "conversations": "enlace.tasks.assistant.data:conversations",  # data.assistant_share: mid-training
         "make_data": "enlace.tasks.conjugations.corpus:make_data",
         "finish": "enlace.tasks.conjugations.evaluate:finish",
     },

@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from conftest import ROOT
+from enlace.config import load_config
 
-# In bytes, as these runs (here, in test_failures.py and test_ddp.py) were before the main job moved to the embedded
-# tasks' BPE; test_the_main_jobs_bpe_resumes_bit_exact below covers the BPE.
+# In bytes and on the conjugation lines alone, as these runs (here, in test_failures.py and test_ddp.py) were before
+# the main job moved to the embedded tasks' BPE and mid-training; test_the_main_jobs_bpe_resumes_bit_exact covers those.
 OVERRIDES = ["train.max_steps=40", "train.ckpt_every=5", "train.eval_every=10", "train.warmup_steps=5", "train.keep_last=2",
-             "data.tokenizer_vocab=null", "model.vocab_size=267"]
+             "data.tokenizer_vocab=null", "model.vocab_size=267", "data.assistant_share=0", "train.seq_len=80"]
 
 
 def train_cmd(out, *extra):
@@ -149,8 +150,11 @@ def test_muon_resume_is_bit_exact_and_the_optimizer_cannot_change(tmp_path):
 
 
 def test_the_main_jobs_bpe_resumes_bit_exact(tmp_path):
-    "The same, in the embedded tasks' BPE of configs/runs/smoke-cpu.yaml: stopped after step 20's checkpoint."
-    bpe = ["data.tokenizer_vocab=2048", "model.vocab_size=2048", "train.max_steps=30"]
+    "The same as the main job: its BPE, its conversations among the lines (mid-training); stopped after step 20."
+    main = load_config(ROOT / "configs/runs/smoke-cpu.yaml")
+    assert main.data.assistant_share > 0  # else this test would not cover the mixed loader
+    bpe = [f"data.tokenizer_vocab={main.data.tokenizer_vocab}", f"model.vocab_size={main.model.vocab_size}",
+           f"data.assistant_share={main.data.assistant_share}", f"train.seq_len={main.train.seq_len}", "train.max_steps=30"]
     ref = tmp_path / "ref"
     assert run(ref, "--fresh", *bpe).returncode == 0
     r = run(tmp_path / "cut", "--fresh", *bpe, env={"ENLACE_KILL_IN_CHECKPOINT": "25"})

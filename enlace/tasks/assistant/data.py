@@ -2132,7 +2132,8 @@ def embedded_tokenizer(vocab_size: int) -> Tokenizer:
             print(f"warning: {e}; training the embedded tokenizer again", file=sys.stderr)
             shutil.rmtree(folder)
     print(f"[tokenizer] training the embedded tasks' BPE ({vocab_size} tokens) into {folder}", file=sys.stderr)
-    tok = train_tokenizer(embedded_texts(), vocab_size)
+    # numbers whole, not digit by digit: a request's "12" is the call's "12", one token to copy (docs/LOG.md)
+    tok = train_tokenizer(embedded_texts(), vocab_size, split_digits=False)
     if tok.vocab_size != vocab_size:
         raise ConfigError(
             f"data.tokenizer_vocab: the embedded texts hold only {tok.vocab_size} tokens; "

@@ -7,7 +7,7 @@ Docs: https://enlace-lm.github.io/enlace/conjugations.html.md"""
 # %% auto #0
 __all__ = ['TENSES', 'PERSONS', 'VERBS', 'IRREGULAR', 'ENDINGS', 'STRONG_PRETERITE', 'STRESSED', 'PRONOUNS', 'HELDOUT_PER_MILLE',
            'EXPORT_KEYS', 'conjugate', 'verb_classes', 'english_predicate', 'english', 'spanish', 'combo_split',
-           'examples', 'main', 'encode_lines', 'make_data']
+           'examples', 'main', 'encode_lines', 'assistant_rows', 'micro_batches', 'make_data']
 
 # %% ../../../nbs/30_conjugations.ipynb #4daed584
 import argparse
@@ -870,7 +870,8 @@ def main(argv: list[str] | None = None) -> int:
 import numpy as np
 
 from ...config import ConfigError
-from ...dataloader import Loader, pad_batch
+from ...conversation import render as render_conversation
+from ...dataloader import Loader, pad_batch, task_hook
 from ...tokenizer import Tokenizer
 
 
@@ -888,6 +889,35 @@ def encode_lines(lines: list[str], seq_len: int, tokenizer: Tokenizer | None = N
     return out
 
 
+def assistant_rows(share: float, n_line_tokens: int, seq_len: int, tokenizer: Tokenizer, seed: int) -> list:
+    "Whole training conversations of the assistant task (every token a target): `share` of all training tokens."
+    conversations = task_hook("conjugations", "conversations")  # the assistant's generator (it reads this corpus)
+    want, out, total, k = share / (1 - share) * n_line_tokens, [], 0, 0
+    while total < want:
+        if k == 1 and not out:  # a thousand conversations and none fits
+            raise ConfigError(
+                f"train.seq_len: {seq_len} fits none of the assistant's conversations in this tokenizer; "
+                "raise it (a conversation in bytes takes about 250) or set data.assistant_share: 0"
+            )
+        for c in conversations(1000, "train", seed=seed * 1000 + k):
+            ids = render_conversation(c, tokenizer)[0]
+            if len(ids) <= seq_len + 1:  # never cut: a conversation that does not fit is left out
+                out.append(np.asarray(ids, dtype=np.uint16))
+                total += len(ids)
+                if total >= want:
+                    break
+        k += 1
+    return out
+
+
+def micro_batches(lines: list, convs: list, micro_batch: int, seed: int) -> list[list]:
+    "Micro-batches of lines (drawn at random) and of conversations (of similar lengths, so that little is padding)."
+    order = np.random.default_rng(seed).permutation(len(lines)).tolist()
+    by_len = sorted(range(len(convs)), key=lambda i: (len(convs[i]), i))
+    cut = lambda rows, idx: [[rows[i] for i in idx[k : k + micro_batch]] for k in range(0, len(idx), micro_batch)]
+    return [b for b in cut(lines, order) + cut(convs, by_len) if len(b) == micro_batch]
+
+
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
     "The task's loaders (see `enlace.dataloader.make_data`): lines of tokens, padded, the held-out split as val."
     rows = examples()
@@ -896,8 +926,14 @@ def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
     val = encode_lines(lines["heldout"], cfg.train.seq_len, tokenizer)
     n_bytes = sum(len(line.encode()) + 1 for line in lines["heldout"])
     seed = cfg.train.seed
+    if cfg.data.assistant_share:  # mid-training: the base also reads the conversations it will be fine-tuned on
+        convs = assistant_rows(cfg.data.assistant_share, sum(map(len, train)), cfg.train.seq_len, tokenizer, seed)
+        batches = micro_batches(train, convs, micro_batch, seed)
+        train_loader = Loader(len(batches), lambda idx: pad_batch(batches[idx[0]]), 1, seed)
+    else:
+        train_loader = Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed)
     return {
-        "train": Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed),
+        "train": train_loader,
         "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
         "tokenizer": tokenizer,  # bytes, or the embedded tasks' BPE (data.tokenizer_vocab): TASKS says so
         "bytes_per_token": n_bytes / sum(len(x) for x in val),
