@@ -870,7 +870,7 @@ def main(argv: list[str] | None = None) -> int:
 import numpy as np
 
 from ...config import ConfigError
-from ...conversation import render as render_conversation
+from ...conversation import length_groups, render as render_conversation
 from ...dataloader import Loader, pad_batch, task_hook
 from ...tokenizer import Tokenizer
 
@@ -913,9 +913,10 @@ def assistant_rows(share: float, n_line_tokens: int, seq_len: int, tokenizer: To
 def micro_batches(lines: list, convs: list, micro_batch: int, seed: int) -> list[list]:
     "Micro-batches of lines (drawn at random) and of conversations (of similar lengths, so that little is padding)."
     order = np.random.default_rng(seed).permutation(len(lines)).tolist()
-    by_len = sorted(range(len(convs)), key=lambda i: (len(convs[i]), i))
-    cut = lambda rows, idx: [[rows[i] for i in idx[k : k + micro_batch]] for k in range(0, len(idx), micro_batch)]
-    return [b for b in cut(lines, order) + cut(convs, by_len) if len(b) == micro_batch]
+    drawn = [order[k : k + micro_batch] for k in range(0, len(order), micro_batch)]
+    similar = length_groups([len(x) for x in convs], micro_batch, max(map(len, convs), default=0))[0]
+    batches = [[lines[i] for i in g] for g in drawn] + [[convs[i] for i in g] for g in similar]
+    return [b for b in batches if len(b) == micro_batch]
 
 
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
