@@ -7,16 +7,17 @@ Docs: https://enlace-lm.github.io/enlace/assistant.html.md"""
 # %% auto #0
 __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'NOISE_P', 'TEMPLATES', 'LIST_PHRASES', 'LIST_WEIGHTS',
            'LIST_ITEMS', 'REMINDER_TEXTS', 'WHEN_FIXED', 'FACTS', 'SHOP_ITEMS', 'CITIES', 'PLACES', 'TEAMS', 'RECIPES',
-           'WEATHER', 'WEB_TOPICS', 'STREETS', 'ADVICE', 'JOKES', 'NONE_ANSWERS', 'ANSWERS', 'NOISE_OPS', 'BUILDERS',
-           'PREV_INTENTS', 'MEMORY_P', 'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS',
-           'OTHER_COUNTS', 'OTHER_COUNT_WEIGHTS', 'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS', 'ALLERGENS', 'FOODS', 'CODES',
-           'CONTACTS', 'THINGS', 'SPOTS', 'ACTIVITIES', 'SCHEDULES', 'NAMED', 'RECALL_TEMPLATES', 'RECALL_ANSWERS',
-           'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn',
-           'join_es', 'build_calculator', 'build_datetime_now', 'build_list_add', 'build_list_show',
-           'build_list_remove', 'build_reminder_add', 'build_reminder_list', 'build_memory_save', 'build_memory_search',
-           'build_memory_forget', 'build_web_search', 'conjugation_rows', 'build_none', 'prev_ok', 'build',
-           'conversation', 'Fact', 'recall_fact', 'recall_answer', 'distractors', 'add_memories', 'recall_conversation',
-           'memory_variant', 'conversations', 'embedded_texts', 'embedded_key', 'embedded_tokenizer']
+           'WEATHER', 'WEB_TOPICS', 'STREETS', 'ADVICE', 'JOKES', 'NONE_ANSWERS', 'ANSWERS', 'NOISE_OPS', 'DROP_P',
+           'BUILDERS', 'PREV_INTENTS', 'MEMORY_P', 'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS',
+           'MEMORY_COUNT_WEIGHTS', 'OTHER_COUNTS', 'OTHER_COUNT_WEIGHTS', 'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS',
+           'ALLERGENS', 'FOODS', 'CODES', 'CONTACTS', 'THINGS', 'SPOTS', 'ACTIVITIES', 'SCHEDULES', 'NAMED',
+           'RECALL_TEMPLATES', 'RECALL_ANSWERS', 'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template',
+           'template_split', 'render', 'Ctx', 'Turn', 'join_es', 'build_calculator', 'build_datetime_now',
+           'build_list_add', 'build_list_show', 'build_list_remove', 'build_reminder_add', 'build_reminder_list',
+           'build_memory_save', 'build_memory_search', 'build_memory_forget', 'build_web_search', 'conjugation_rows',
+           'build_none', 'prev_ok', 'build', 'conversation', 'Fact', 'recall_fact', 'recall_answer', 'distractors',
+           'add_memories', 'recall_conversation', 'memory_variant', 'conversations', 'embedded_texts', 'embedded_key',
+           'embedded_tokenizer']
 
 # %% ../../../nbs/33_assistant.ipynb #16c477d1
 import copy
@@ -1057,6 +1058,7 @@ _FORMATTER = string.Formatter()
 _ACCENTS = str.maketrans("áéíóúüÁÉÍÓÚ", "aeiouuAEIOU")
 _WORD = re.compile(r"[a-záéíóúñü]{4,}")
 NOISE_OPS = ("accents", "marks", "lower", "typo")
+DROP_P = 0.25  # training requests that lose one template word (random deletion, as in EDA): no single cue decides
 
 
 def _segments(pattern: str, slots: dict) -> list:
@@ -1105,9 +1107,25 @@ def _typo(rng: random.Random, segments: list) -> None:
     segments[j][0] = text[: m.start()] + new + text[m.end() :]
 
 
-def render(rng: random.Random, pattern: str, slots: dict, noise_p: float = NOISE_P) -> tuple[str, bool]:
-    "Fill a pattern; with probability noise_p add noise to its fixed words; return (text, noisy)."
+def _drop_word(rng: random.Random, segments: list) -> None:
+    "Delete one template word, when the template has at least three and no 'de el' follows; slots are never touched."
+    spots = [(j, m) for j, (s, slot) in enumerate(segments) if not slot for m in re.finditer(r"[^\W\d_]+", s)]
+    if len(spots) < 3:
+        return
+    j, m = rng.choice(spots)
+    text = segments[j][0]
+    new = text[: m.start()] + text[m.end() :].removeprefix(" ")
+    if not re.search(r"\b(de|a) el\b", _join(segments[:j] + [[new, False]] + segments[j + 1 :], False)):
+        segments[j][0] = new  # "olvide de que el coche..." must not become "olvide de el coche..."
+
+
+def render(
+    rng: random.Random, pattern: str, slots: dict, noise_p: float = NOISE_P, drop_p: float = 0.0
+) -> tuple[str, bool]:
+    "Fill a pattern; with probability drop_p drop a template word, with noise_p add noise to the rest; (text, noisy)."
     segments = _segments(pattern, slots)
+    if drop_p and rng.random() < drop_p:  # drop_p 0 draws nothing: held-out requests stay as they were
+        _drop_word(rng, segments)
     capital = rng.random() < 0.6
     clean = _join(segments, capital)
     if rng.random() >= noise_p:
@@ -1625,7 +1643,7 @@ def _exchange(request: str, tool: str | None, turn: Turn) -> list:
 def _run(c: Ctx, t: Template) -> tuple[list, Turn, bool]:
     "Build and render one turn; return (messages, turn, noisy)."
     turn = BUILDERS[t.intent](c, t)
-    request, noisy = render(c.rng, t.pattern, turn.slots)
+    request, noisy = render(c.rng, t.pattern, turn.slots, drop_p=DROP_P if c.split == "train" else 0.0)
     c.prev = turn.info
     return _exchange(request, t.intent, turn), turn, noisy
 
@@ -2051,7 +2069,7 @@ def recall_conversation(rng: random.Random, split: str) -> dict:
     for _ in range(20):
         t = rng.choice(pool)
         fact = recall_fact(rng, t.kind)
-        request, noisy = render(rng, t.pattern, fact.values)
+        request, noisy = render(rng, t.pattern, fact.values, drop_p=DROP_P if split == "train" else 0.0)
         answer = recall_answer(rng, t.kind, fact, t.form == "u")
         messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
         k = rng.choices(OTHER_COUNTS, OTHER_COUNT_WEIGHTS)[0]
