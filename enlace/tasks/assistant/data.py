@@ -1120,11 +1120,11 @@ def _drop_word(rng: random.Random, segments: list) -> None:
 
 
 def render(
-    rng: random.Random, pattern: str, slots: dict, noise_p: float = NOISE_P, drop_p: float = 0.0
+    rng: random.Random, pattern: str, slots: dict, noise_p: float = NOISE_P, train: bool = False
 ) -> tuple[str, bool]:
-    "Fill a pattern; with probability drop_p drop a template word, with noise_p add noise to the rest; (text, noisy)."
+    "Fill a pattern; a train request may lose a template word (DROP_P); noise_p adds noise to the rest; (text, noisy)."
     segments = _segments(pattern, slots)
-    if drop_p and rng.random() < drop_p:  # drop_p 0 draws nothing: held-out requests stay as they were
+    if train and rng.random() < DROP_P:  # only train draws: held-out requests stay as they were
         _drop_word(rng, segments)
     capital = rng.random() < 0.6
     clean = _join(segments, capital)
@@ -1643,7 +1643,7 @@ def _exchange(request: str, tool: str | None, turn: Turn) -> list:
 def _run(c: Ctx, t: Template) -> tuple[list, Turn, bool]:
     "Build and render one turn; return (messages, turn, noisy)."
     turn = BUILDERS[t.intent](c, t)
-    request, noisy = render(c.rng, t.pattern, turn.slots, drop_p=DROP_P if c.split == "train" else 0.0)
+    request, noisy = render(c.rng, t.pattern, turn.slots, train=c.split == "train")
     c.prev = turn.info
     return _exchange(request, t.intent, turn), turn, noisy
 
@@ -2069,7 +2069,7 @@ def recall_conversation(rng: random.Random, split: str) -> dict:
     for _ in range(20):
         t = rng.choice(pool)
         fact = recall_fact(rng, t.kind)
-        request, noisy = render(rng, t.pattern, fact.values, drop_p=DROP_P if split == "train" else 0.0)
+        request, noisy = render(rng, t.pattern, fact.values, train=split == "train")
         answer = recall_answer(rng, t.kind, fact, t.form == "u")
         messages = [{"role": "user", "content": request}, {"role": "assistant", "content": answer}]
         k = rng.choices(OTHER_COUNTS, OTHER_COUNT_WEIGHTS)[0]
