@@ -2120,7 +2120,12 @@ from ...conversation import render as render_conversation  # `render` here is a 
 from ...tokenizer import Tokenizer, TokenizerError, train_tokenizer
 
 EMBEDDED_CONVERSATIONS = 10_000  # rendered training conversations the embedded tokenizer learns from
-EMBEDDED_SOURCES = ("tasks/assistant/data.py", "tasks/conjugations/corpus.py")  # the code that writes those texts
+EMBEDDED_SOURCES = (  # the code that writes those texts and learns from them
+    "tasks/assistant/data.py",
+    "tasks/conjugations/corpus.py",
+    "conversation.py",
+    "tokenizer.py",
+)
 
 
 def embedded_texts(n: int = EMBEDDED_CONVERSATIONS) -> list[str]:
@@ -2131,7 +2136,7 @@ def embedded_texts(n: int = EMBEDDED_CONVERSATIONS) -> list[str]:
 
 
 def embedded_key(vocab_size: int) -> str:
-    "What names an embedded tokenizer: its size, its sample and the sha256 of the code that writes its texts."
+    "What names an embedded tokenizer: its size, its sample and the sha256 of the code behind both."
     h = hashlib.sha256(f"{vocab_size}|{EMBEDDED_CONVERSATIONS}".encode())
     for rel in EMBEDDED_SOURCES:
         h.update(sha256_file(Path(enlace.__file__).parent / rel).encode())
