@@ -34,7 +34,8 @@ __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'ME
            'transcript_markdown', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
-TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 300
+# 1 000 held-out conversations: ±0.7 points of tool choice at 95 % (300 gave ±1.3, as wide as the margin)
+TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 1000
 
 
 def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=None) -> dict:
