@@ -81,6 +81,15 @@ def test_template_counts_ids_and_splits():
         assert any(not t.context for t in ts if t.split == "heldout"), intent
 
 
+def test_heldout_kinds_are_trained_twice():
+    # a held-out template tests an unseen phrasing of something trained, not an operation never seen
+    for intent, ts in ad.TEMPLATES.items():
+        trained = Counter(t.kind for t in ts if t.split == "train")
+        for t in ts:
+            if t.split == "heldout":
+                assert trained[t.kind] >= 2, (t.id, t.kind, trained[t.kind])
+
+
 def test_template_split_rule():
     assert ad.template_split("list_add/04") == "heldout"
     assert ad.template_split("list_add/09") == "heldout"

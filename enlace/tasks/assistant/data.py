@@ -1,4 +1,4 @@
-"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 344 phrasing templates over 11 tools and plain replies (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context), tool results from the real tools, a held-out split of whole templates, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
+"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 352 phrasing templates over 11 tools and plain replies (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context), tool results from the real tools, a held-out split of whole templates, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
 
 Docs: https://enlace-lm.github.io/enlace/assistant.html.md"""
 
@@ -123,6 +123,11 @@ _SPECS["calculator"] = [
     ("ctx_mul", "u", "multiplíquelo por {n}, por favor"),
     ("change", "n", "si pago {price} con un billete de {paid}, ¿cuánto me sobra?"),
     ("binop", "u", "dígame cuánto es {a} {op} {b}"),
+    # 30-33: every kind with a held-out phrasing is trained in at least two others (ctx_div had none, unit one)
+    ("ctx_div", "t", "divídelo entre {n}"),
+    ("unit", "t", "quiero {n} botellas de aceite a {p} euros la botella, ¿cuánto me sale?"),
+    ("ctx_div", "n", "¿y eso repartido entre {n}?"),
+    ("unit", "u", "¿cuánto serían {n} billetes de autobús a {p} euros la unidad?"),
 ]
 _SPECS["datetime_now"] = [
     ("time", "n", "¿qué hora es?"),
@@ -155,6 +160,7 @@ _SPECS["datetime_now"] = [
     ("date", "v", "¿me decís la fecha de hoy?"),
     ("time", "u", "disculpe, ¿qué hora es?"),
     ("weekday", "n", "¿en qué día de la semana estamos?"),
+    ("ctx_date", "t", "vale, ¿y hoy a cuántos estamos?"),  # a second trained phrasing of ctx_date
 ]
 
 # %% ../../../nbs/33_assistant.ipynb #39050447
