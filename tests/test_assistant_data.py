@@ -90,6 +90,14 @@ def test_heldout_kinds_are_trained_twice():
                 assert trained[t.kind] >= 2, (t.id, t.kind, trained[t.kind])
 
 
+def test_quoted_template_counts_are_the_real_ones():
+    n = sum(len(ts) for ts in ad.TEMPLATES.values())
+    assert re.search(r"(\d+) phrasing templates", ad.__doc__).group(1) == str(n)
+    assert re.search(r"(\d+) recall templates", ad.__doc__).group(1) == str(len(ad.RECALL_TEMPLATES))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"generadas con (\d+) plantillas", readme).group(1) == str(n)
+
+
 def test_template_split_rule():
     assert ad.template_split("list_add/04") == "heldout"
     assert ad.template_split("list_add/09") == "heldout"

@@ -123,7 +123,7 @@ _SPECS["calculator"] = [
     ("ctx_mul", "u", "multiplíquelo por {n}, por favor"),
     ("change", "n", "si pago {price} con un billete de {paid}, ¿cuánto me sobra?"),
     ("binop", "u", "dígame cuánto es {a} {op} {b}"),
-    # 30-33: every kind with a held-out phrasing is trained in at least two others (ctx_div had none, unit one)
+    # 30-33: more trained phrasings of kinds that have a held-out one (each such kind is trained at least twice)
     ("ctx_div", "t", "divídelo entre {n}"),
     ("unit", "t", "quiero {n} botellas de aceite a {p} euros la botella, ¿cuánto me sale?"),
     ("ctx_div", "n", "¿y eso repartido entre {n}?"),
