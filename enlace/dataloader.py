@@ -26,7 +26,7 @@ PAD_ID = 0
 
 
 def pad_batch(examples: list, masks: list | None = None) -> dict:
-    "Right-pad token sequences into {'input', 'target', 'mask'}; `masks[i][j]`: token j of example i is a target."
+    "Right-pad sequences into {'input', 'target', 'mask'} (+ 'at'); `masks[i][j]`: token j of example i is a target."
     T = max(len(e) for e in examples) - 1
     inp = torch.full((len(examples), T), PAD_ID, dtype=torch.long)
     tgt = torch.full((len(examples), T), PAD_ID, dtype=torch.long)
@@ -37,7 +37,10 @@ def pad_batch(examples: list, masks: list | None = None) -> dict:
         inp[i, :n], tgt[i, :n] = e[:-1], e[1:]
         # every real token is a target, or (fine-tuning) only those its mask marks: what the assistant writes
         mask[i, :n] = True if masks is None else torch.as_tensor(np.asarray(masks[i][1:], dtype=bool))
-    return {"input": inp, "target": tgt, "mask": mask}
+    b = {"input": inp, "target": tgt, "mask": mask}
+    if not mask.all():  # the flat indices of the targets: the model's head runs only there (Transformer.forward)
+        b["at"] = mask.flatten().nonzero().squeeze(1)
+    return b
 
 
 def window_batch(windows: list) -> dict:

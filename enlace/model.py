@@ -158,7 +158,8 @@ class Transformer(nn.Module):
         if self.cfg.zero_init_head:
             nn.init.zeros_(self.lm_head.weight)  # uniform predictions at step 0 (modded-nanogpt)
 
-    def forward(self, idx: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, cache=None, at: torch.Tensor | None = None) -> torch.Tensor:
+        "Logits (B, T, vocab); with `at` (flat indices into B*T), only those positions' logits: (len(at), vocab)."
         T = idx.shape[1]
         past = 0 if cache is None else cache.pos
         if past + T > self.cfg.max_seq_len:
@@ -176,8 +177,10 @@ class Transformer(nn.Module):
                 x = block(x, freqs, cache, i, ve)
         if cache is not None:
             cache.pos += T
+        if at is not None:  # fine-tuning: the head runs only where the loss looks (lm_loss sums per position)
+            x = x.flatten(0, 1).index_select(0, at)  # (N, d)
         x = self.norm(x)
-        logits = x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)  # (B, T, vocab)
+        logits = x @ self.embed.weight.T if self.lm_head is None else self.lm_head(x)  # (B, T, vocab) or (N, vocab)
         cap = self.cfg.logit_softcap
         return logits if cap is None else cap * torch.tanh(logits.float() / cap)  # float32: tanh saturates softly
 

@@ -64,8 +64,8 @@ from .shards import ShardError
 
 # %% auto #0
 __all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'MuonAdamW', 'make_optimizer', 'set_lr',
-           'all_sum', 'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world',
-           'check_ranks_agree', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step',
+           'all_sum', 'batch_loss', 'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0',
+           'check_world', 'check_ranks_agree', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step',
            'checkpoint_state', 'rank_rng', 'train', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
@@ -168,6 +168,13 @@ def all_sum(*xs: float) -> list[float]:
     return t.tolist()
 
 
+def batch_loss(model, b: dict) -> dict:
+    "`lm_loss` of one batch; a batch that names its target positions (`at`) gets logits there only."
+    if "at" not in b:
+        return lm_loss(model(b["input"]), b["target"], b["mask"])
+    return lm_loss(model(b["input"], at=b["at"]), b["target"].flatten()[b["at"]])  # every position at counts
+
+
 def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int = 1, ddp=None) -> dict:
     "Forward+backward over this rank's micro-batches of one step; returns the step's summed ce, z and token count."
     n = sum(int(b["mask"].sum()) for b in micro)
@@ -178,7 +185,7 @@ def accumulate(model, micro: list[dict], hw, z_weight: float, scaler, world: int
         # it all-reduces in the last micro-batch's backward only
         sync = ddp.no_sync() if ddp is not None and i < len(micro) - 1 else nullcontext()  # `model` may be compiled
         with sync, backends.autocast(hw), backends.attention_kernel(hw):
-            out = lm_loss(model(b["input"]), b["target"], b["mask"])
+            out = batch_loss(model, b)
             scaler.scale((out["ce"] + z_weight * out["z"]) / (n / world)).backward()
         ce = ce + out["ce"].detach()  # kept as tensors: no device sync per micro-batch
         z = z + out["z"].detach()
@@ -198,7 +205,7 @@ def eval_loss(model, loader, n_batches: int, hw, device, rank: int = 0, world: i
             continue  # another rank's batch
         b = {k: v.to(device) for k, v in b.items()}
         with backends.autocast(hw), backends.attention_kernel(hw):
-            out = lm_loss(model(b["input"]), b["target"], b["mask"])
+            out = batch_loss(model, b)
         ce += out["ce"].item()
         n += out["n"].item()
     model.train()
