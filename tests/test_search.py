@@ -138,6 +138,9 @@ def test_cache_dir_comes_from_the_environment(monkeypatch, tmp_path):
     S.web_search("domótica", 2, backends={"fake": fake(HITS)}, min_interval=0)
     assert len(list((tmp_path / "c").glob("*.json"))) == 1
     monkeypatch.delenv("ENLACE_CACHE_DIR")
+    monkeypatch.setenv("ENLACE_CACHE", str(tmp_path / "all"))
+    assert S.cache_dir() == tmp_path / "all" / "search"  # the project-wide cache, like the tokenizers and peaks
+    monkeypatch.delenv("ENLACE_CACHE")
     assert S.cache_dir() == Path.home() / ".cache" / "enlace" / "search"
 
 

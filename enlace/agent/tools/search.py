@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 _log = logging.getLogger(__name__)
 
-from ...common import run_cli
+from ...common import cache_dir as common_cache_dir, run_cli
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TIMEOUT', 'MIN_INTERVAL', 'TTL', 'MAX_RESULTS', 'TITLE_MAX', 'SNIPPET_MAX', 'URL_MAX', 'TOTAL_MAX',
@@ -110,8 +110,8 @@ def wrap(query: str, region: str, backend: str | None, results: list[dict], cach
 
 # %% ../../../nbs/50_search.ipynb #c85bbb93
 def cache_dir() -> Path:
-    "Where answers are cached: $ENLACE_CACHE_DIR, else ~/.cache/enlace/search."
-    return Path(os.environ.get("ENLACE_CACHE_DIR") or Path.home() / ".cache" / "enlace" / "search")
+    "Where answers are cached: $ENLACE_CACHE_DIR, else search/ in ENLACE's cache ($ENLACE_CACHE, ~/.cache/enlace)."
+    return Path(os.environ.get("ENLACE_CACHE_DIR") or common_cache_dir("search"))
 
 
 def cache_key(query: str, region: str, n: int) -> str:
