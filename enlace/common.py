@@ -15,8 +15,10 @@ import json
 import os
 import re
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 try:
     import fcntl
@@ -25,8 +27,8 @@ except ImportError:  # Windows
 
 # %% auto #0
 __all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'cache_dir', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem',
-           'FolderError', 'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'positive_int', 'closest',
-           'short_repr', 'error_line', 'run_cli']
+           'FolderError', 'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'in_time', 'positive_int',
+           'closest', 'short_repr', 'error_line', 'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -94,29 +96,15 @@ class FolderBusy(FolderError):
     "Another live process owns the folder; one line naming it, its pid and the way out."
 
 
-_OWNED: dict[str, list] = {}  # folders this process owns: resolved path -> [open lock file, depth]
+_OWNED: set[str] = set()  # folders this process owns (resolved paths)
 
 
-@contextmanager
-def own_folder(path, what: str = "run"):
-    "Own folder `path` (created if missing) for the block: an flock on `path/.lock` the OS releases on death."
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise FolderError(f"{path}: a file, not a folder; name a folder (it is created if missing)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        f = None if str(path.resolve()) in _OWNED else open(path / ".lock", "a+")
-    except OSError as e:
-        raise FolderError(write_problem(e, path, "use a folder you may write to")) from None
-    key = str(path.resolve())
-    if key in _OWNED:  # re-entrant: main() holds it, train() asks again
-        _OWNED[key][1] += 1
-        try:
-            yield path
-        finally:
-            _OWNED[key][1] -= 1
-        return
-    if fcntl is not None:  # no flock on Windows: one process at a time there is the user's care
+def _lock(path: Path, what: str):
+    "The open `path/.lock`, flocked by this process; FolderBusy naming the holder's pid when another one has it."
+    while True:
+        f = open(path / ".lock", "a+")
+        if fcntl is None:  # no flock on Windows: one process at a time there is the user's care
+            return f
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -128,6 +116,33 @@ def own_folder(path, what: str = "run"):
             ) from None
         except OSError as e:  # a file system without flock (NFS mounted nolock, some FUSE): say so, go on
             print(f"warning: {path}: no lock ({e.strerror}); run one {what} at a time in it", file=sys.stderr)
+            return f
+        # a holder that was leaving removes the file: the lock counts only on the file the path names now
+        try:
+            same = os.fstat(f.fileno()).st_ino == os.stat(path / ".lock").st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return f
+        f.close()
+
+
+@contextmanager
+def own_folder(path, what: str = "run"):
+    "Own folder `path` (created if missing) for the block: an flock on `path/.lock` the OS releases on death."
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise FolderError(f"{path}: a file, not a folder; name a folder (it is created if missing)")
+    key = str(path.resolve())
+    if key in _OWNED:
+        # taken once per process: a second take would hide who owns the folder from the first one's release
+        raise FolderError(f"{path}: this process already owns it; take the folder once, where the work starts")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        f = _lock(path, what)
+    except OSError as e:
+        raise FolderError(write_problem(e, path, "use a folder you may write to")) from None
     try:
         f.seek(0)
         f.truncate()
@@ -135,12 +150,22 @@ def own_folder(path, what: str = "run"):
         f.flush()
     except OSError:
         pass  # the pid is only for the message of a second process; the lock itself is held
-    _OWNED[key] = [f, 1]
+    _OWNED.add(key)
     try:
         yield path
     finally:
-        _OWNED.pop(key)
-        f.close()  # closing the file releases the lock
+        _OWNED.discard(key)
+        # removed while still held, then released: a finished or refused run leaves no lock file behind
+        try:
+            (path / ".lock").unlink(missing_ok=True)
+        except OSError:
+            pass  # a file open elsewhere cannot be removed on Windows: it stays, unlocked and harmless
+        f.close()
+        if created:
+            try:
+                path.rmdir()  # only when empty: a run refused before it wrote anything leaves no folder
+            except OSError:
+                pass
 
 
 def pid_alive(pid: int) -> bool:
@@ -158,6 +183,20 @@ def progress_interval() -> float:
     "Seconds between progress-bar refreshes: 1 on a live terminal, 10 in a log file or a notebook."
     live = sys.stderr.isatty() and "ipykernel" not in sys.modules
     return 1.0 if live else 10.0
+
+# %% ../nbs/01_common.ipynb #1a7e5c04
+def in_time(items: list, fn: Callable[[list], list], seconds: float | None, chunk: int) -> list:
+    "`fn(items)`; with `seconds`, `fn` on `chunk` items at a time while the pace says the next chunk ends in time."
+    if seconds is None:
+        return fn(items)
+    start, out = time.perf_counter(), []
+    for k in range(0, len(items), chunk):
+        spent = time.perf_counter() - start
+        # the mean chunk so far is the pace; the first chunk always runs, so there is always a figure
+        if k and spent + spent / (k // chunk) > seconds:
+            break
+        out += fn(items[k : k + chunk])
+    return out
 
 # %% ../nbs/01_common.ipynb #88aa5906
 def positive_int(text: str) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .common import atomic_write, closest
 from .config import ConfigError
-from .dataloader import Loader, pad_batch
+from .dataloader import Data, Figures, Loader, pad_batch
 from .tokenizer import ASSISTANT, BOS, END, SYSTEM, TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END, USER
 from .tokenizer import Tokenizer
 
@@ -301,28 +301,30 @@ def require_chat(tok: Tokenizer, cfg) -> Tokenizer:
         raise ConfigError(str(e)) from None
 
 
-def conversation_loaders(train: list[dict], val: list[dict], cfg, micro_batch: int, tok: Tokenizer, log=None) -> dict:
+def conversation_loaders(train: list[dict], val: list[dict], cfg, micro_batch: int, tok: Tokenizer, log=None) -> Data:
     "Loaders of masked conversation rows for a RunConfig, one micro-batch of similar lengths per item."
     require_chat(tok, cfg)
-    log = log or (lambda m: print(m, file=sys.stderr))  # stdout is the trainer's JSON summary
-    out = {"tokenizer": tok, "bytes_per_token": None, "dropped": {}}
+    # stdout is the trainer's JSON summary
+    log = log or (lambda m: print(m, file=sys.stderr))
+    loaders, dropped = {}, {}
     for split, convs, shuffle in [("train", train, True), ("val", val, False)]:
         examples = [render(c, tok) for c in convs]
-        groups, dropped = length_groups([len(ids) for ids, _ in examples], micro_batch, cfg.train.seq_len + 1)
-        if dropped:
+        groups, dropped[split] = length_groups([len(ids) for ids, _ in examples], micro_batch, cfg.train.seq_len + 1)
+        if dropped[split]:
             log(
-                f"{split}: dropped {dropped} of {len(convs)} conversations "
+                f"{split}: dropped {dropped[split]} of {len(convs)} conversations "
                 f"longer than train.seq_len={cfg.train.seq_len}"
             )
         make = lambda idx, g=groups, ex=examples: pad_batch(
             [ex[i][0] for i in g[idx[0]]], [ex[i][1] for i in g[idx[0]]]
         )
-        out[split] = Loader(len(groups), make, 1, cfg.train.seed, shuffle)  # an item is a whole micro-batch
-        out["dropped"][split] = dropped
-    return out
+        # an item is a whole micro-batch of similar lengths
+        loaders[split] = Loader(len(groups), make, 1, cfg.train.seed, shuffle)
+    # masked conversations have no bytes per token: their val_bpb is not reported
+    return Data(loaders["train"], loaders["val"], tok, bytes_per_token=None, dropped=dropped)
 
 # %% ../nbs/17_conversation.ipynb #f9b9ba36
-def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> Data:
     "The loaders of data.source=conversations: `data.path`/train.jsonl and val.jsonl."
     folder = Path(cfg.data.path)
     if not folder.is_dir():
@@ -334,6 +336,8 @@ def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
         raise ConfigError(f"data.path: {e}") from None
 
 
-def finish(run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None) -> dict:
+def finish(
+    run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None, seconds: float | None = None
+) -> Figures:
     "The report of a conversations run: the masked validation loss (already in summary.json) and the chat template."
-    return {"metrics": {}, "summary": {}, "manifest": {"chat_template": CHAT_TEMPLATE}, "artifacts": []}
+    return Figures(metrics={}, summary={}, manifest={"chat_template": CHAT_TEMPLATE})

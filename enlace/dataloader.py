@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/dataloader.html.md"""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -19,7 +20,8 @@ from .shards import data_tokenizer, open_shards, read_data_manifest
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PAD_ID', 'TASKS', 'pad_batch', 'window_batch', 'Loader', 'shard_windows', 'task_hook', 'run_tokenizer', 'make_data']
+__all__ = ['PAD_ID', 'TASKS', 'pad_batch', 'window_batch', 'Loader', 'shard_windows', 'Data', 'Figures', 'load_hook', 'task_hook',
+           'run_tokenizer', 'make_data']
 
 # %% ../nbs/08_dataloader.ipynb #be1a8ba2
 PAD_ID = 0
@@ -102,6 +104,35 @@ def shard_windows(shards: list, seq_len: int) -> tuple[int, Callable[[list[int]]
 
     return int(starts[-1]), make_batch
 
+# %% ../nbs/08_dataloader.ipynb #5ea3a701
+@dataclass
+class Data:
+    "What `make_data` (and a task's make_data hook) returns: the loaders, the data's tokenizer, what the report counts."
+
+    train: Loader
+    val: Loader
+    tokenizer: Tokenizer
+    # bytes of text per validation token, for val_bpb; None where tokens are not text (masked conversations)
+    bytes_per_token: float | None = None
+    # examples left out per split (conversations longer than the context): the report says how many
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Figures:
+    "What a task's finish hook returns to `enlace.report.finish_run`."
+
+    # flat name -> figure: summary.json's metrics, the model file's manifest, tracking
+    metrics: dict[str, float]
+    # the task's part of summary.json
+    summary: dict
+    # added to the model file's manifest (a chat template, the data's hash)
+    manifest: dict = field(default_factory=dict)
+    # files the tracking keeps beside the run
+    artifacts: list[Path] = field(default_factory=list)
+    # what a time budget cut from the evaluation, one line each (empty: the full evaluation)
+    shrunk: list[str] = field(default_factory=list)
+
 # %% ../nbs/08_dataloader.ipynb #927f19fe
 TASKS = {  # data.source -> where its hooks live (imported only when that source is used)
     "conjugations": {
@@ -109,12 +140,15 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
         "bpe": "enlace.tasks.assistant.data:embedded_tokenizer",
         "conversations": "enlace.tasks.assistant.data:conversations",  # data.assistant_share: mid-training
         "make_data": "enlace.tasks.conjugations.corpus:make_data",
+        "examples": "enlace.tasks.conjugations.corpus:examples",  # the assistant wing's conjugation turns
         "finish": "enlace.tasks.conjugations.evaluate:finish",
+        "minimal_pairs": "enlace.tasks.conjugations.pairs:minimal_pairs",  # eval's minimal-pairs task
     },
     "assistant": {
         "tokenizer": "init_from",
         "make_data": "enlace.tasks.assistant.evaluate:make_data",
         "finish": "enlace.tasks.assistant.evaluate:finish",
+        "tool_scores": "enlace.tasks.assistant.evaluate:tool_scores",  # eval's tools task
     },
     "conversations": {  # not a wing: conversations JSONL, the chat format's own loader
         "tokenizer": "init_from",
@@ -124,12 +158,17 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
 }
 
 
+def load_hook(spec: str) -> Callable:
+    "The function named 'module:name' in a registry, imported on first use: the one way the core reaches a wing."
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def task_hook(source: str, hook: str) -> Callable | None:
-    "The `hook` ('make_data', 'finish' or 'bpe') of the task behind data.source `source`; None for token shards."
+    "The `hook` (a key of TASKS[source]: 'make_data', 'finish', 'bpe', ...) of data.source `source`; None for shards."
     if source not in TASKS:
         return None
-    module, name = TASKS[source][hook].split(":")
-    return getattr(importlib.import_module(module), name)
+    return load_hook(TASKS[source][hook])
 
 
 def run_tokenizer(cfg, base: Tokenizer | None = None) -> Tokenizer:
@@ -145,8 +184,8 @@ def run_tokenizer(cfg, base: Tokenizer | None = None) -> Tokenizer:
     return data_tokenizer(cfg.data.path)
 
 # %% ../nbs/08_dataloader.ipynb #4ec97459
-def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> dict:
-    "Loaders for a RunConfig: {'train', 'val', 'tokenizer', 'bytes_per_token'}; `tokenizer`: init_from's."
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> Data:
+    "The loaders of a RunConfig with the data's tokenizer (a `Data`); `tokenizer`: init_from's."
     if (task_data := task_hook(cfg.data.source, "make_data")) is not None:
         tok = run_tokenizer(cfg, tokenizer)
         if tok.vocab_size != cfg.model.vocab_size:  # checked before the task makes its data
@@ -164,7 +203,8 @@ def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> dict
             f"tokenizer in {folder}/tokenizer; set model.vocab_size={tok.vocab_size}"
         )
     val = man.get("splits", {}).get("val", {})
-    bpt = val["bytes"] / val["tokens"] if val.get("tokens") else man.get("bytes_per_token")  # for val_bpb
+    # the validation split's own bytes per token, for val_bpb; the whole folder's in an older manifest
+    bpt = val["bytes"] / val["tokens"] if val.get("tokens") else man.get("bytes_per_token")
     loaders = {}
     for split, shuffle in [("train", True), ("val", False)]:
         shards = open_shards(folder, split)
@@ -176,4 +216,4 @@ def make_data(cfg, micro_batch: int, tokenizer: Tokenizer | None = None) -> dict
             )
         n, mk = shard_windows(shards, cfg.train.seq_len)
         loaders[split] = Loader(n, mk, micro_batch, cfg.train.seed, shuffle)
-    return {**loaders, "tokenizer": tok, "bytes_per_token": bpt}
+    return Data(loaders["train"], loaders["val"], tok, bpt)

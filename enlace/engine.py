@@ -7,8 +7,11 @@ Docs: https://enlace-lm.github.io/enlace/engine.html.md"""
 # %% ../nbs/10_engine.ipynb #0a76a710
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import torch
 from tqdm import tqdm
@@ -19,7 +22,8 @@ from .model import Transformer
 from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END, Tokenizer
 
 # %% auto #0
-__all__ = ['KVCache', 'sample_next_token', 'Engine', 'ToolCalls', 'complete']
+__all__ = ['MAX_TOKENS', 'MAX_TOOL_CALLS', 'MAX_SEED', 'MAX_STOPS', 'MAX_STOP_CHARS', 'SAMPLES', 'KVCache', 'sample_next_token',
+           'SamplingError', 'Sampling', 'Engine', 'ToolCalls', 'complete']
 
 # %% ../nbs/10_engine.ipynb #ce2fd4dd
 class KVCache:
@@ -68,6 +72,68 @@ def sample_next_token(
         logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
     return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
 
+# %% ../nbs/10_engine.ipynb #55efa428
+MAX_TOKENS = 100_000  # new tokens one answer may ask for (a server may allow fewer)
+MAX_TOOL_CALLS = 16
+MAX_SEED = 2**63 - 1  # torch.Generator's seed range, as the OpenAI API's `seed` is an int64
+MAX_STOPS, MAX_STOP_CHARS = 4, 64  # OpenAI's limits on `stop`
+
+
+class SamplingError(ValueError):
+    "A sampling setting out of range: `field` names it; the message (read by family members: Spanish) says what works."
+
+    def __init__(self, field: str, value, fix: str):
+        super().__init__(f"{field}: {value!r} no vale; {fix}")
+        self.field = field
+
+
+def _integer(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    "How the next tokens are chosen, and how many: checked once, here, for the engine, enlace.chat and enlace.serve."
+
+    temperature: float = 0.0  # 0: greedy, the likeliest token
+    top_k: int | None = None  # sample among the k likeliest tokens
+    top_p: float | None = None  # sample within the smallest set holding this much probability (nucleus)
+    max_tokens: int = 200  # new tokens, tool results included
+    seed: int = 0
+    stop: tuple[str, ...] = ()  # texts that end the visible answer (the caller cuts text; the engine sees ids)
+    max_tool_calls: int = 4
+
+    def __post_init__(self):
+        # a list from JSON or argparse becomes a tuple: the settings stay hashable and immutable
+        object.__setattr__(self, "stop", (self.stop,) if isinstance(self.stop, str) else tuple(self.stop))
+        t = self.temperature
+        if not _number(t) or not (t == 0 or 0.01 <= t <= 2):
+            # float32 logits divided by 1e-300 are inf: tiny temperatures are refused, 0 is the greedy choice
+            raise SamplingError("temperature", t, "usa 0 (la respuesta más probable) o un número entre 0.01 y 2")
+        if self.top_k is not None and not (_integer(self.top_k) and self.top_k >= 1):
+            raise SamplingError("top_k", self.top_k, "usa un número entero desde 1, o nada")
+        if self.top_p is not None and not (_number(self.top_p) and 0 < self.top_p <= 1):
+            raise SamplingError("top_p", self.top_p, "usa un número mayor que 0 y como mucho 1, o nada")
+        if not (_integer(self.max_tokens) and 1 <= self.max_tokens <= MAX_TOKENS):
+            raise SamplingError("max_tokens", self.max_tokens, f"usa un número entero entre 1 y {MAX_TOKENS}")
+        if not (_integer(self.seed) and 0 <= self.seed <= MAX_SEED):
+            raise SamplingError("seed", self.seed, f"usa un número entero entre 0 y {MAX_SEED}")
+        stops = self.stop
+        if len(stops) > MAX_STOPS or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops):
+            fix = f"usa como mucho {MAX_STOPS} textos de 1 a {MAX_STOP_CHARS} caracteres"
+            raise SamplingError("stop", list(stops), fix)
+        if not (_integer(self.max_tool_calls) and 0 <= self.max_tool_calls <= MAX_TOOL_CALLS):
+            fix = f"usa un número entero entre 0 y {MAX_TOOL_CALLS}"
+            raise SamplingError("max_tool_calls", self.max_tool_calls, fix)
+
+    def replace(self, **changes) -> Sampling:
+        "A copy with `changes`, checked like any other."
+        return dataclasses.replace(self, **changes)
+
 # %% ../nbs/10_engine.ipynb #f47c9cc9
 class Engine:
     "Generation on token ids with a KV cache; `tokenizer` is needed by tool calls and the text helper `complete`."
@@ -79,24 +145,24 @@ class Engine:
     def generate(
         self,
         prompt: list[int] | list[list[int]],
+        sampling: Sampling | None = None,
         num_samples: int = 1,
-        max_tokens: int = 64,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
         stop: Iterable[int] = (),
-        seed: int = 0,
         tools: Callable[[int, list[int]], list[int]] | None = None,
-        max_tool_calls: int = 4,
+        **settings,
     ) -> Iterator[tuple[list[int], list[bool], list[bool]]]:
         "Yield (next token of each row, was the row still running, was the token forced); rows are prompt-major."
+        # `settings` are Sampling's fields, for callers that set one or two; `stop` here are token ids
+        s = sampling if sampling is not None else Sampling(**settings)
+        if sampling is not None and settings:
+            raise ValueError(f"give the sampling settings once: in `sampling` or as {', '.join(settings)}")
         rows = [list(prompt)] if prompt and isinstance(prompt[0], int) else [list(p) for p in prompt]
         if not rows or not rows[0] or len({len(r) for r in rows}) != 1:
             raise ValueError("prompts must be non-empty and of one length (group them by length first)")
         model = self.model
         device = next(model.parameters()).device
         T = len(rows[0])
-        max_len = min(T + max_tokens, model.cfg.max_seq_len)
+        max_len = min(T + s.max_tokens, model.cfg.max_seq_len)
         if T >= max_len:
             raise ValueError(f"a prompt of {T} tokens leaves no room in model.max_seq_len={model.cfg.max_seq_len}")
         # --- prefill: the prompts once, then one copy of each per sample ---
@@ -106,17 +172,17 @@ class Engine:
             cache = cache.expand(num_samples)
             logits = logits.repeat_interleave(num_samples, dim=0)  # (B, V)
         # --- decode: one token per row and step; a stopped row keeps sampling (the batch stays rectangular) ---
-        generator = torch.Generator(device).manual_seed(seed)
+        generator = torch.Generator(device).manual_seed(s.seed)
         stop_ids = torch.tensor(sorted(set(stop)), dtype=torch.long, device=device)
         done = torch.zeros(logits.shape[0], dtype=torch.bool, device=device)
-        calls = ToolCalls(self.tokenizer, tools, logits.shape[0], max_tool_calls) if tools else None
+        calls = ToolCalls(self.tokenizer, tools, logits.shape[0], s.max_tool_calls) if tools else None
         forced = [False] * logits.shape[0]
         for step in range(max_len - T):
             if step:  # the logits of the token just sampled (the first step reuses the prefill's)
                 logits = model(nxt[:, None], cache)[:, -1]
             if calls:
                 calls.limit(logits)
-            nxt = sample_next_token(logits, generator, temperature, top_k, top_p)  # (B,)
+            nxt = sample_next_token(logits, generator, s.temperature, s.top_k, s.top_p)  # (B,)
             if calls:  # a row inside a tool result takes its forced token instead of the sampled one
                 tokens, forced = calls.step(nxt.tolist(), done.tolist())
                 nxt = torch.tensor(tokens, dtype=torch.long, device=device)
@@ -196,17 +262,13 @@ class ToolCalls:
         return tokens, forced
 
 # %% ../nbs/10_engine.ipynb #bd40e913
-def complete(
-    engine: Engine,
-    prompts: list[str],
-    max_tokens: int = 60,
-    temperature: float = 0.8,
-    top_k: int | None = 50,
-    seed: int = 0,
-) -> list[str]:
+SAMPLES = Sampling(temperature=0.8, top_k=50, max_tokens=60)  # a report's samples: varied, not greedy
+
+
+def complete(engine: Engine, prompts: list[str], sampling: Sampling = SAMPLES, **changes) -> list[str]:
     "Each prompt followed by its sampled continuation (a document start: after an <|eos|> when there is one)."
     tok = engine.tokenizer
     ids = [tok.document_ids(p) for p in prompts]
     stop = [] if tok.eos_id is None else [tok.eos_id]
-    new = engine.generate_batch(ids, stop=stop, max_tokens=max_tokens, temperature=temperature, top_k=top_k, seed=seed)
+    new = engine.generate_batch(ids, stop=stop, sampling=sampling.replace(**changes))
     return [p + tok.decode(n) for p, n in zip(prompts, new)]

@@ -22,6 +22,7 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors
 from .checkpoint import ModelFileError, load_model, model_file
 from .common import atomic_write_json, pid_alive, run_cli, write_problem
 from .config import ModelConfig
+from .engine import Sampling
 from .model import Transformer, param_count
 from .tokenizer import END, EOS, PAD, SPECIAL_TOKENS, TOOL_CALL_END, Tokenizer
 
@@ -30,7 +31,8 @@ TOLERANCE = 1e-4  # the largest |logit difference| an export may show against EN
 
 # %% auto #0
 __all__ = ['DTYPES', 'TOLERANCE', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors', 'cast_tensors',
-           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'write_export', 'check_export', 'export', 'main']
+           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'check_export',
+           'export', 'main']
 
 # %% ../nbs/22_export.ipynb #a7846f3b
 class ExportError(ValueError):
@@ -184,6 +186,14 @@ def tokenizer_config(cfg: ModelConfig, chat_template: str | None) -> dict:
     return out | ({"chat_template": chat_template} if chat_template else {})
 
 
+def generation_settings(s: Sampling) -> dict:
+    "generation_config.json's sampling keys for `s`: the defaults of `python -m enlace.chat` and the service."
+    if s.temperature == 0:  # greedy: transformers warns when sampling knobs come with do_sample=False
+        return {"do_sample": False, "max_new_tokens": s.max_tokens}
+    knobs = {"temperature": s.temperature, "top_k": s.top_k or 0, "top_p": s.top_p or 1.0}  # 0 and 1.0: off
+    return {"do_sample": True, "max_new_tokens": s.max_tokens, **knobs}
+
+
 def write_export(model: Transformer, tok: Tokenizer, man: dict, out_dir, dtype: str = "float32") -> Path:
     "Write the transformers folder for `model` into `out_dir` (which must not exist); returns it."
     out_dir = Path(out_dir)
@@ -196,7 +206,7 @@ def write_export(model: Transformer, tok: Tokenizer, man: dict, out_dir, dtype: 
     os.chmod(out_dir / "model.safetensors", 0o644)  # meant to be shared, like a model file
     atomic_write_json(out_dir / "config.json", config, indent=2)
     gen = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    atomic_write_json(out_dir / "generation_config.json", gen, indent=2)
+    atomic_write_json(out_dir / "generation_config.json", gen | generation_settings(Sampling()), indent=2)
     hf_tokenizer(tok).save(str(out_dir / "tokenizer.json"))
     atomic_write_json(out_dir / "tokenizer_config.json", tokenizer_config(model.cfg, chat), indent=2)
     source = {k: man.get(k) for k in ("model_file", "sha256", "run", "step", "metrics") if man.get(k) is not None}

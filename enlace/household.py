@@ -19,6 +19,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from fastcore.basics import patch
+
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
            'RESTORE', 'SCHEMA', 'TABLES', 'MAX_NAME', 'MAX_TEXT', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY',
@@ -411,7 +413,8 @@ class Household:
         self.close()
 
 # %% ../nbs/18_household.ipynb #f5a9f1a4
-def _migrate(self):
+@patch
+def _migrate(self: Household):
     "Bring the database forward to SCHEMA_VERSION in one transaction (all of it or nothing); add 'familia'."
     with self._write() as db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -459,9 +462,6 @@ def _from_v1(self, db: sqlite3.Connection):
     for person, text, added in memories:
         db.execute("INSERT INTO memories (person, text, added) VALUES (?, ?, ?)", (keys[person], text, _epoch(added)))
 
-
-Household._migrate = _migrate
-
 # %% ../nbs/18_household.ipynb #990f1dda
 MAX_NAME = 40
 MAX_TEXT = 2000  # a memory or a reminder is a sentence or two, not a document
@@ -497,12 +497,14 @@ def _text(text, what: str) -> str:
     return clean
 
 
-def _people(self) -> list[str]:
+@patch
+def people(self: Household) -> list[str]:
     "The members' names, 'familia' first, then in the order they were added."
     return [r[0] for r in self._read("SELECT name FROM people ORDER BY key != ?, rowid", (FAMILY,))]
 
 
-def _add_person(self, name: str) -> str:
+@patch
+def add_person(self: Household, name: str) -> str:
     "Add a member (nothing happens when the name is already one); their name as stored."
     clean = _person_name(name)
     with self._write() as db:
@@ -510,7 +512,8 @@ def _add_person(self, name: str) -> str:
         return db.execute("SELECT name FROM people WHERE key = ?", (clean.casefold(),)).fetchone()[0]
 
 
-def _person(self, name: str, clock: Callable | None = None) -> Member:
+@patch
+def person(self: Household, name: str, clock: Callable | None = None) -> "Member":  # defined below
     "The view of one member (a `clock` for their reminders, e.g. the tools' fixed clock in tests)."
     row = self._read("SELECT key, name FROM people WHERE key = ?", (_key(str(name)),))
     if not row:
@@ -521,7 +524,8 @@ def _person(self, name: str, clock: Callable | None = None) -> Member:
     return Member(self, row[0][1], row[0][0], clock)
 
 
-def _remove_person(self, name: str) -> dict:
+@patch
+def remove_person(self: Household, name: str) -> dict:
     "Delete a member and everything held about them: {'person', 'memories', 'reminders'} (how many rows went)."
     member = self.person(name)
     if member.key == FAMILY:
@@ -535,7 +539,8 @@ def _remove_person(self, name: str) -> dict:
     return {"person": member.name, "memories": memories, "reminders": reminders}
 
 
-def _export_person(self, name: str) -> dict:
+@patch
+def export_person(self: Household, name: str) -> dict:
     "Everything held about a member, JSON-ready: {'person', 'memories', 'reminders', 'exported'}."
     member = self.person(name)
     sql = "SELECT id, due, said, text, added, done FROM reminders WHERE person = ? ORDER BY id"
@@ -552,14 +557,11 @@ def _purge(db: sqlite3.Connection):
     db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
 
 
-def _checkpoint(self):
+@patch
+def _checkpoint(self: Household):
     "Copy the WAL into the database and empty it: deleted text must not survive in the WAL file either."
     with self.lock:
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-Household.people, Household.add_person, Household.person = _people, _add_person, _person
-Household.remove_person, Household.export_person, Household._checkpoint = _remove_person, _export_person, _checkpoint
 
 # %% ../nbs/18_household.ipynb #e720dc13
 @dataclass
@@ -605,15 +607,13 @@ def _list_name(name: str) -> str:
     return _key(str(name))
 
 
-def _lists(self) -> dict[str, list[str]]:
+@patch
+def lists(self: Household) -> dict[str, list[str]]:
     "Every shared list with its items: {'compra': ['leche', 'pan']}."
     out = {}
     for name, item in self._read("SELECT list, item FROM items ORDER BY list, id"):
         out.setdefault(name, []).append(item)
     return out
-
-
-Household.lists = _lists
 
 # %% ../nbs/18_household.ipynb #5b0f6103
 def _reminder(self, row: tuple) -> dict:
@@ -622,7 +622,8 @@ def _reminder(self, row: tuple) -> dict:
     return {"id": i, "when": when, "text": text, "due": self.home.iso(due)}
 
 
-def _reminder_add(self, when: str, text: str) -> dict:
+@patch
+def reminder_add(self: Member, when: str, text: str) -> dict:
     "A reminder of `text` at the time `when` says: {'ok', 'id', 'due'} (the time understood, in words)."
     text = _text(text, "reminder's text")
     now = self.now()
@@ -633,7 +634,8 @@ def _reminder_add(self, when: str, text: str) -> dict:
         return {"ok": True, "id": cur.lastrowid, "due": when_text(due)}
 
 
-def _reminders(self, now: datetime | None = None) -> dict:
+@patch
+def reminders(self: Member, now: datetime | None = None) -> dict:
     "{'pending': [...], 'due': [...]} of this member, soonest first; each {'id', 'when', 'text', 'due' (ISO)}."
     t = (now or self.now()).timestamp()
     sql = "SELECT id, due, said, text FROM reminders WHERE person = ? AND done = 0 ORDER BY due IS NULL, due, id"
@@ -642,21 +644,19 @@ def _reminders(self, now: datetime | None = None) -> dict:
     return {"pending": pending, "due": [_reminder(self, r) for r in rows if r[1] is not None and r[1] <= t]}
 
 
-def _reminder_list(self) -> dict:
+@patch
+def reminder_list(self: Member) -> dict:
     "The pending reminders (not due yet, not done), soonest first: {'reminders': [{'id', 'when', 'text'}]}."
     return {"reminders": [{k: r[k] for k in ("id", "when", "text")} for r in self.reminders()["pending"]]}
 
 
-def _reminder_done(self, id: int) -> int:
+@patch
+def reminder_done(self: Member, id: int) -> int:
     "Dismiss this member's reminder `id`; how many were dismissed (0 when it is not theirs or already done)."
     with self.home._write() as db:
         return db.execute(
             "UPDATE reminders SET done = 1 WHERE id = ? AND person = ? AND done = 0", (id, self.key)
         ).rowcount
-
-
-Member.reminder_add, Member.reminders, Member.reminder_list = _reminder_add, _reminders, _reminder_list
-Member.reminder_done = _reminder_done
 
 # %% ../nbs/18_household.ipynb #d8f55114
 STOPWORDS = frozenset(
@@ -713,7 +713,8 @@ def _find(self, terms: list[str], op: str, limit: int) -> list[tuple[int, str]]:
     return self.home._read(sql, (_match(terms, op), self.key, limit))
 
 
-def _memory_save(self, text: str) -> dict:
+@patch
+def memory_save(self: Member, text: str) -> dict:
     "Remember a fact of this member: {'ok', 'id'}."
     row = (self.key, _text(text, "memory"), self.now().timestamp())
     with self.home._write() as db:
@@ -723,12 +724,14 @@ def _memory_save(self, text: str) -> dict:
         }
 
 
-def _memory_search(self, query: str) -> dict:
+@patch
+def memory_search(self: Member, query: str) -> dict:
     "This member's memories with any of the query's content words, best first (at most 5): {'results': [text]}."
     return {"results": [t for _, t in _find(self, _terms(query), "OR", 5)]}
 
 
-def _recall(self, text: str, k: int = 4) -> list[str]:
+@patch
+def recall(self: Member, text: str, k: int = 4) -> list[str]:
     "At most `k` of this member's memories that a message touches (any content word), best first; [] when none."
     terms = _terms(text)
     rare = _rare(self, terms)
@@ -739,7 +742,8 @@ def _recall(self, text: str, k: int = 4) -> list[str]:
     return [t for _, t in found]
 
 
-def _memory_forget(self, query: str) -> dict:
+@patch
+def memory_forget(self: Member, query: str) -> dict:
     "Hard-delete this member's memories with all of the query's content words: {'forgotten': n}."
     with self.home._write() as db:
         ids = [i for i, _ in _find(self, _terms(query), "AND", -1)]
@@ -751,13 +755,15 @@ def _memory_forget(self, query: str) -> dict:
     return {"forgotten": gone}
 
 
-def _memories(self) -> list[dict]:
+@patch
+def memories(self: Member) -> list[dict]:
     "All of this member's memories, newest first: [{'id', 'text', 'added' (ISO)}]."
     sql = "SELECT id, text, added FROM memories WHERE person = ? ORDER BY added DESC, id DESC"
     return [{"id": i, "text": t, "added": self.home.iso(a)} for i, t, a in self.home._read(sql, (self.key,))]
 
 
-def _memory_delete(self, id: int) -> int:
+@patch
+def memory_delete(self: Member, id: int) -> int:
     "Hard-delete this member's memory `id`; 1, or 0 when there is none of theirs with that id."
     with self.home._write() as db:
         gone = db.execute("DELETE FROM memories WHERE id = ? AND person = ?", (id, self.key)).rowcount
@@ -766,10 +772,6 @@ def _memory_delete(self, id: int) -> int:
     if gone:
         self.home._checkpoint()
     return gone
-
-
-Member.memory_save, Member.memory_search, Member.memory_forget = _memory_save, _memory_search, _memory_forget
-Member.memories, Member.memory_delete, Member.recall = _memories, _memory_delete, _recall
 
 # %% ../nbs/18_household.ipynb #f45c2d0c
 def _copy(src: sqlite3.Connection, out: Path):
@@ -785,7 +787,8 @@ def _copy(src: sqlite3.Connection, out: Path):
     os.replace(tmp, out)
 
 
-def _backup(self, out) -> Path:
+@patch
+def backup(self: Household, out) -> Path:
     "A consistent copy of the household in the new file `out` (refused when it exists)."
     out = Path(out).expanduser()
     if out.exists():
@@ -799,7 +802,8 @@ def _backup(self, out) -> Path:
     return out
 
 
-def _restore(backup_file, state_dir, force: bool = False) -> Path:
+@patch(cls_method=True)
+def restore(cls: Household, backup_file, state_dir, force: bool = False) -> Path:
     "Put the backup `backup_file` in place as the household of `state_dir`; its household.sqlite path."
     src, folder = Path(backup_file).expanduser(), Path(state_dir).expanduser()
     if not src.is_file():
@@ -835,6 +839,3 @@ def _restore(backup_file, state_dir, force: bool = False) -> Path:
     os.replace(staged, target)
     Household.open(folder).close()  # migrates an older backup, and proves it opens
     return target
-
-
-Household.backup, Household.restore = _backup, staticmethod(_restore)

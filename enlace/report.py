@@ -8,35 +8,57 @@ Docs: https://enlace-lm.github.io/enlace/report.html.md"""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from . import track
 from .bpb import score_file
-from .checkpoint import export_run, load_model, model_tokenizer
-from .common import atomic_write_json
+from .checkpoint import export_run, load_model
+from .common import atomic_write_json, in_time
 from .config import RunConfig
-from .dataloader import run_tokenizer, task_hook
+from .dataloader import Figures, task_hook
 from .engine import Engine, complete
 from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
+from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PROMPTS', 'text_figures', 'finish_run']
+__all__ = ['PROMPTS', 'SHORT_CARD', 'text_figures', 'finish_run']
 
 # %% ../nbs/14_report.ipynb #2f66c7cf
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
+# the card's size per task when a time budget leaves the report little time (the tiny mode's size)
+SHORT_CARD = 16
 
 
 def text_figures(
-    model, tok, man: dict, heldout: list, prompts=PROMPTS, max_tokens: int = 80, limit: int | None = None, log=print
-) -> dict:
+    model,
+    tok,
+    man: dict,
+    heldout: list,
+    prompts=PROMPTS,
+    max_tokens: int = 80,
+    limit: int | None = None,
+    seconds: float | None = None,
+    log=print,
+) -> Figures:
     "Held-out bits per byte of each file in `heldout`, sampled continuations of `prompts`, and the evaluation card."
-    scores = [score_file(model, man, tok, p) for p in heldout]
-    samples = complete(Engine(model, tok), list(prompts), max_tokens=max_tokens) if prompts else []
+    share = lambda f: None if seconds is None else f * seconds
+    scores = in_time(list(heldout), lambda ps: [score_file(model, man, tok, p) for p in ps], share(0.5), chunk=1)
+    go_on = lambda ps: complete(Engine(model, tok), ps, max_tokens=max_tokens)
+    samples = in_time(list(prompts), go_on, share(0.2), chunk=1) if prompts else []
     metrics = {f"heldout.{Path(r['file']).stem}.bpb": r["bpb"] for r in scores}
+    shrunk = []
+    if len(scores) < len(heldout):
+        shrunk.append(f"held-out text: {len(scores)} of {len(heldout)} files")
+    if len(samples) < len(prompts):
+        shrunk.append(f"samples: {len(samples)} of {len(prompts)} prompts")
+    if seconds is not None and limit is None:
+        limit = SHORT_CARD
+        shrunk.append(f"evaluation card: {SHORT_CARD} items per task")
     # the card (enlace.eval): its bpb is that of the files just scored; the rest with the data found here
     figures = card(model, tok, man, limit=limit, scored={"bpb": pooled_bpb(scores)} if scores else None, log=log)
     metrics |= card_metrics(figures)
-    return {"metrics": metrics, "summary": {"heldout": scores, "samples": samples, "card": figures}, "artifacts": []}
+    return Figures(metrics, {"heldout": scores, "samples": samples, "card": figures}, shrunk=shrunk)
 
 # %% ../nbs/14_report.ipynb #0654b50a
 def _last_eval(run_dir: Path) -> dict:
@@ -60,17 +82,18 @@ def _last_eval(run_dir: Path) -> dict:
 def finish_run(
     run_dir,
     cfg: RunConfig,
+    tokenizer: Tokenizer,
     figures: bool = True,
     heldout: list | None = None,
     tiny: bool = False,
     tracking: bool = True,
+    seconds: float | None = None,
     log=print,
 ) -> dict:
     "Model file, held-out figures, summary.json and tracking of the run in `run_dir`; returns the summary."
-    run_dir = Path(run_dir)
-    # --- the model file: the latest checkpoint, with the tokenizer of its data ---
-    base = model_tokenizer(cfg.init_from) if cfg.init_from else None  # fine-tuning keeps the base's tokenizer
-    path = export_run(run_dir, cfg, run_tokenizer(cfg, base), {"init_from": cfg.init_from} if cfg.init_from else None)
+    run_dir, start = Path(run_dir), time.perf_counter()
+    # --- the model file: the latest checkpoint, with the tokenizer the trainer used ---
+    path = export_run(run_dir, cfg, tokenizer, {"init_from": cfg.init_from} if cfg.init_from else None)
     summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(run_dir)}
     if (run_dir / "data.json").is_file():  # what the data left out (conversations longer than the context)
         summary.update(json.loads((run_dir / "data.json").read_text()))
@@ -78,30 +101,31 @@ def finish_run(
         return summary
     # --- held-out figures for the run's kind, measured on the file just written ---
     model, tok, man = load_model(path)
+    # what the time budget leaves once the model file is written and loaded again
+    left = None if seconds is None else max(0.0, seconds - (time.perf_counter() - start))
     task_finish = task_hook(cfg.data.source, "finish")
     if task_finish is not None:
-        res = task_finish(run_dir, cfg, model, tok, limit=64 if tiny else None)
+        res = task_finish(run_dir, cfg, model, tok, limit=64 if tiny else None, seconds=left)
     else:
         files = sorted(data_path(HELDOUT).glob("*.txt")) if heldout is None else [Path(p) for p in heldout]
         if not files:
             log(f"no held-out text in {HELDOUT} (scripts/prepare_smoke_data.sh puts it there): bpb only on val")
+        files = files[:1] if tiny else files
         res = text_figures(
-            model,
-            tok,
-            man,
-            files[:1] if tiny else files,
-            max_tokens=20 if tiny else 80,
-            limit=16 if tiny else None,
-            log=log,
+            model, tok, man, files, max_tokens=20 if tiny else 80, limit=16 if tiny else None, seconds=left, log=log
         )
-    summary.update(res["summary"])
-    summary["metrics"] = {**{k: summary[k] for k in ("val_bpb",) if summary.get(k) is not None}, **res["metrics"]}
+    summary.update(res.summary)
+    summary["metrics"] = {**{k: summary[k] for k in ("val_bpb",) if summary.get(k) is not None}, **res.metrics}
+    if res.shrunk:
+        # a budgeted run's figures are measured on less: the summary says on how much, and so does the log
+        summary["shrunk"] = [f"{line} (train.time_budget_s)" for line in res.shrunk]
+        log(f"report: evaluation shrunk to fit train.time_budget_s: {'; '.join(res.shrunk)}")
     # --- summary.json, and the figures in the model's manifest ---
-    atomic_write_json(path.with_suffix(".json"), {**man, **res.get("manifest", {}), "metrics": summary["metrics"]})
+    atomic_write_json(path.with_suffix(".json"), {**man, **res.manifest, "metrics": summary["metrics"]})
     atomic_write_json(run_dir / "summary.json", summary)
     log(f"report: {run_dir / 'summary.json'} ({', '.join(f'{k} {v:.4g}' for k, v in summary['metrics'].items())})")
     # --- tracking (a no-op without mlflow; tiny runs are tests, not experiments) ---
     if tracking and not tiny and track.available():
-        files = [run_dir / "config.yaml", path, path.with_suffix(".json"), run_dir / "summary.json", *res["artifacts"]]
+        files = [run_dir / "config.yaml", path, path.with_suffix(".json"), run_dir / "summary.json", *res.artifacts]
         summary["mlflow"] = track.log_run(run_dir, cfg.model_dump(mode="json"), summary["metrics"], files)
     return summary

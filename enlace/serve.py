@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from fastcore.basics import patch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .chat import answer
+from .chat import Answer, Ask, answer
 from .checkpoint import ModelFileError, load_model
-from .common import FolderError, own_folder, run_cli
+from .common import FolderError, error_line, own_folder, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, check_conversation
-from .engine import Engine
+from .engine import Engine, Sampling, SamplingError
 from .household import DEFAULT_ZONE, FAMILY, Household, HouseholdError, Member
 from .model import Transformer
 from .tokenizer import Tokenizer
@@ -96,26 +97,22 @@ class ChatRequest(BaseModel):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(0.0, ge=0, le=2)
-    top_p: float | None = Field(None, gt=0, le=1)
+    # the sampling fields are only typed here: their ranges are Sampling's, checked once for the CLI and the API
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    temperature: float = 0.0
+    top_p: float | None = None
+    top_k: int | None = None  # not OpenAI's: an extension, as in llama.cpp's and vLLM's servers
+    max_tool_calls: int = Sampling.max_tool_calls  # ENLACE's own
     stop: str | list[str] | None = None
-    seed: int = Field(0, ge=0, le=2**63 - 1)
+    seed: int = 0
     n: int = Field(1, ge=1, le=1)
     user: str | None = None
     stream_options: dict | None = None
 
 
-def _problem(e: ValidationError) -> str:
-    "The first pydantic error as 'messages.0.role: Input should be ...'."
-    err = e.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "body"
-    return f"{where}: {err['msg']}"
-
-
-def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> ChatRequest:
-    "The checked request of a raw body; ServeError(400) naming the field at fault."
+def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> tuple[ChatRequest, Sampling]:
+    "The checked request of a raw body and its sampling settings; ServeError(400) naming the field at fault."
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -127,17 +124,23 @@ def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> ChatRequest:
     try:
         req = ChatRequest.model_validate(data)
     except ValidationError as e:
-        raise ServeError(400, _problem(e), param=".".join(str(p) for p in e.errors()[0]["loc"])) from None
+        raise ServeError(400, error_line(e), param=".".join(str(p) for p in e.errors()[0]["loc"])) from None
     if len(req.messages) > MAX_MESSAGES:
         raise ServeError(400, f"messages: {len(req.messages)} is over {MAX_MESSAGES}; send the recent part", "messages")
-    if 0 < req.temperature < 0.01:  # float32 logits divided by 1e-300 are inf: say what works instead
-        raise ServeError(400, "temperature: use 0 (greedy) or at least 0.01", param="temperature")
-    stops = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    if len(stops) > 4 or any(len(s) > 64 for s in stops):
-        raise ServeError(400, "stop: at most 4 strings of at most 64 characters", param="stop")
-    req.stop = stops
-    asked = req.max_tokens or req.max_completion_tokens
-    if asked is not None and asked > max_tokens_cap:
+    asked = req.max_tokens if req.max_tokens is not None else req.max_completion_tokens
+    try:
+        sampling = Sampling(
+            temperature=req.temperature,
+            top_k=req.top_k,
+            top_p=req.top_p,
+            max_tokens=min(200, max_tokens_cap) if asked is None else asked,
+            seed=req.seed,
+            stop=req.stop or (),
+            max_tool_calls=req.max_tool_calls,
+        )
+    except SamplingError as e:  # the very line `python -m enlace.chat` prints for the same value
+        raise ServeError(400, str(e), param=e.field) from None
+    if sampling.max_tokens > max_tokens_cap:
         raise ServeError(400, f"max_tokens: {asked} is over this server's limit of {max_tokens_cap}", "max_tokens")
     if req.messages[-1].role != "user":
         raise ServeError(
@@ -148,7 +151,7 @@ def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> ChatRequest:
         check_conversation(conv, where="messages", need_assistant=False)
     except ConversationError as e:
         raise ServeError(400, str(e), param="messages") from None
-    return req
+    return req, sampling
 
 # %% ../nbs/21_serve.ipynb #5c3fd330
 @dataclass
@@ -157,9 +160,9 @@ class Job:
 
     messages: list[dict]
     person: str
-    params: dict
+    sampling: Sampling
     on_text: Callable[[str], None] | None = None
-    done: Callable[[dict | Exception], None] = lambda out: None
+    done: Callable[[Answer | Exception], None] = lambda out: None
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -212,7 +215,8 @@ class Service:
             ) from None
 
 # %% ../nbs/21_serve.ipynb #7d4eabfa
-def _work(self) -> None:
+@patch
+def _work(self: Service) -> None:
     while (job := self.jobs.get()) is not None:
         if job.cancel.is_set():  # its client left while it waited
             self.stats["cancelled"] += 1
@@ -220,15 +224,8 @@ def _work(self) -> None:
             continue
         self.busy, start = True, time.monotonic()
         try:
-            out = answer(
-                self.engine,
-                self.tok,
-                job.messages,
-                self.context(job.person),
-                **job.params,
-                on_text=job.on_text,
-                cancel=job.cancel,
-            )
+            ask = Ask(job.messages, self.context(job.person), job.sampling, on_text=job.on_text, cancel=job.cancel)
+            out = answer(self.engine, ask)
         except (ConversationError, HouseholdError) as e:  # the request's fault (too long; a member just removed)
             self.stats["refused"] += 1
             out = ServeError(400, str(e), param="messages" if isinstance(e, ConversationError) else "user")
@@ -237,8 +234,8 @@ def _work(self) -> None:
             self.stats["failed"] += 1
             out = e
         else:
-            self.stats["cancelled" if out["finish_reason"] == "cancelled" else "served"] += 1
-            self.last = {k: out[k] for k in ("finish_reason", "prompt_tokens", "completion_tokens")}
+            self.stats["cancelled" if out.finish_reason == "cancelled" else "served"] += 1
+            self.last = {k: getattr(out, k) for k in ("finish_reason", "prompt_tokens", "completion_tokens")}
             self.last["seconds"] = round(time.monotonic() - start, 4)
         finally:
             self.busy = False
@@ -254,7 +251,8 @@ def _deliver(job: Job, out) -> None:
         traceback.print_exc(file=sys.stderr)
 
 
-def _health(self) -> dict:
+@patch
+def health(self: Service) -> dict:
     alive = self.worker.is_alive()
     return {
         "status": "ok" if alive else "down: the generation thread stopped; restart the server",
@@ -266,7 +264,8 @@ def _health(self) -> dict:
     }
 
 
-def _close(self) -> None:
+@patch
+def close(self: Service) -> None:
     "Stop the worker after the generation in progress; the requests still waiting are answered 503."
     self.closing = True
     while True:
@@ -279,9 +278,6 @@ def _close(self) -> None:
             _deliver(job, ServeError(503, "the server is shutting down", kind="server_error"))
     self.jobs.put(None)  # room for it: the queue was just emptied and `submit` refuses once closing
     self.worker.join(timeout=30)
-
-
-Service._work, Service.health, Service.close = _work, _health, _close
 
 # %% ../nbs/21_serve.ipynb #111e959f
 def _member(service: Service, user: str | None) -> Member:
@@ -317,14 +313,14 @@ def _chunk(service: Service, rid: str, created: int, delta: dict, reason: str | 
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def _usage(out: dict) -> dict:
-    p, c = out["prompt_tokens"], out["completion_tokens"]
+def _usage(out: Answer) -> dict:
+    p, c = out.prompt_tokens, out.completion_tokens
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
 
-def _finish(out: dict) -> str:
+def _finish(out: Answer) -> str:
     "OpenAI's finish_reason: 'length' when max_tokens ended the answer, 'stop' otherwise."
-    return "length" if out["finish_reason"] == "length" else "stop"
+    return "length" if out.finish_reason == "length" else "stop"
 
 # %% ../nbs/21_serve.ipynb #fe31e28b
 FRAME = 0.03  # seconds between two streamed events: ~30 a second reads as fluid and keeps the model's thread free
@@ -467,7 +463,7 @@ def make_app(service: Service, token: str | None = None, hosts: tuple | None = L
 
     @app.post("/v1/chat/completions")
     async def completions(request: Request):
-        req = read_request(await _body(request), service.max_tokens)
+        req, sampling = read_request(await _body(request), service.max_tokens)
         if req.model not in (None, service.name):
             raise ServeError(
                 404,
@@ -477,16 +473,9 @@ def make_app(service: Service, token: str | None = None, hosts: tuple | None = L
             )
         person = _member(service, req.user).name
         messages = [{"role": m.role, "content": m.text()} for m in req.messages]
-        params = dict(
-            max_tokens=req.max_tokens or req.max_completion_tokens or min(200, service.max_tokens),
-            temperature=req.temperature,
-            top_p=req.top_p,
-            seed=req.seed,
-            stop=req.stop,
-        )
         box = Outbox(asyncio.get_running_loop())
         # without streaming nobody reads the pieces: no on_text, no wake-ups of the loop while it generates
-        job = Job(messages, person, params, on_text=box.put_text if req.stream else None, done=box.put_done)
+        job = Job(messages, person, sampling, on_text=box.put_text if req.stream else None, done=box.put_done)
         service.submit(job)
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         if req.stream:
@@ -503,7 +492,7 @@ def make_app(service: Service, token: str | None = None, hosts: tuple | None = L
             raise out
         if isinstance(out, Exception):
             raise ServeError(500, f"the generation failed: {type(out).__name__}: {out}", kind="server_error")
-        message = {"role": "assistant", "content": out["reply"]}
+        message = {"role": "assistant", "content": out.reply}
         return {
             "id": rid,
             "object": "chat.completion",
@@ -511,7 +500,7 @@ def make_app(service: Service, token: str | None = None, hosts: tuple | None = L
             "model": service.name,
             "choices": [{"index": 0, "message": message, "finish_reason": _finish(out)}],
             "usage": _usage(out),
-            "enlace": {"tool_calls": out["tool_calls"], "memories": out["memories"]},
+            "enlace": {"tool_calls": out.tool_calls, "memories": out.memories},
         }
 
     _household_routes(app, service)
@@ -537,7 +526,7 @@ async def _stream(request, service: Service, job: Job, box: Outbox, rid: str, cr
                 err = out if isinstance(out, ServeError) else ServeError(500, f"the generation failed: {out}")
                 yield f"data: {json.dumps(err.body(), ensure_ascii=False)}\n\n"
             else:
-                extra = {"enlace": {"tool_calls": out["tool_calls"], "memories": out["memories"]}}
+                extra = {"enlace": {"tool_calls": out.tool_calls, "memories": out.memories}}
                 yield _chunk(service, rid, created, {}, _finish(out), **extra)
                 if usage:
                     data = {

@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/tokenizer.html.md"""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -288,7 +289,7 @@ def read_manifest(tok_dir: str | Path) -> dict:
     if not Path(tok_dir).is_dir():
         raise TokenizerError(f"{tok_dir}: not a tokenizer directory (not found)")
     try:
-        m = __import__("json").loads(path.read_text(encoding="utf-8"))
+        m = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TokenizerError(f"{path}: missing manifest") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:

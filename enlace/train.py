@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -57,16 +58,18 @@ from enlace.config import (
     micro_batch,
     save_config,
 )
-from .dataloader import make_data
+from .dataloader import Data, make_data
 from .model import Transformer, flops_per_token, lm_loss
 from .report import finish_run
 from .shards import ShardError
+from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'decay_steps', 'lr_at', 'plan_steps', 'MuonAdamW', 'make_optimizer', 'set_lr',
-           'all_sum', 'batch_loss', 'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0',
-           'check_world', 'check_ranks_agree', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step',
-           'checkpoint_state', 'rank_rng', 'train', 'main']
+__all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'REPORT_SHARE', 'REPORT_MAX_S', 'COMPILE_MIN_S', 'decay_steps', 'lr_at', 'plan_steps',
+           'MuonAdamW', 'make_optimizer', 'set_lr', 'all_sum', 'batch_loss', 'accumulate', 'eval_loss', 'check_base',
+           'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree', 'Run', 'open_run', 'Diverged',
+           'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng', 'Trained', 'train',
+           'train_and_report', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -92,14 +95,22 @@ def lr_at(step: int, t: TrainConfig, total: int | None = None) -> float:
     return lo + (t.lr - lo) * f
 
 # %% ../nbs/11_trainer.ipynb #feb6762f
-def plan_steps(step: int, elapsed: float, t: TrainConfig, total: int, mark: tuple[int, float] = (0, 0.0)) -> int:
-    "Total steps that fit `t.time_budget_s` at the pace since `mark` (step, elapsed); fixed once decay has started."
-    if t.time_budget_s is None or step <= mark[0] or elapsed <= mark[1]:
+def plan_steps(
+    step: int,
+    elapsed: float,
+    t: TrainConfig,
+    total: int,
+    mark: tuple[int, float] = (0, 0.0),
+    budget: float | None = None,
+) -> int:
+    "Total steps that fit `budget` s (default `t.time_budget_s`) at the pace since `mark`; fixed once decay started."
+    budget = t.time_budget_s if budget is None else budget
+    if budget is None or step <= mark[0] or elapsed <= mark[1]:
         return total
     if step >= total - decay_steps(t, total):
         return total
     pace = (step - mark[0]) / (elapsed - mark[1])
-    return max(step + 1, min(t.max_steps, step + int((t.time_budget_s - elapsed) * pace)))
+    return max(step + 1, min(t.max_steps, step + int((budget - elapsed) * pace)))
 
 # %% ../nbs/11_trainer.ipynb #6d08024b
 class MuonAdamW(torch.optim.Optimizer):
@@ -334,7 +345,41 @@ def _latest(ckpt_dir: Path, fresh: bool, metrics: Path, log) -> Path | None:
     return ckpt
 
 
-def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, world: int = 1, local: int = 0) -> dict:
+@dataclass
+class Run:
+    "What `open_run` sets up for the loop: the parts fixed for the session, then the state the steps change."
+
+    device: torch.device
+    dev: backends.DeviceInfo
+    data: Data
+    model: Transformer
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    ckpt_dir: Path
+    # the init_from model's weights (None when trained from scratch): a resume checks that it is the same base
+    base_sha256: str | None
+    rank: int
+    world: int
+    # micro-batches per optimizer step, all ranks together
+    accum: int
+    # DistributedDataParallel's wrapper of `model` under torchrun (it all-reduces the gradients); None alone
+    ddp: DistributedDataParallel | None = None
+    # --- the state the steps change (a checkpoint holds it; a resume restores it) ---
+    step: int = 0
+    tokens: int = 0
+    # the planned length in steps: train.max_steps, or what the time budget lets fit (fixed once decay starts)
+    total: int = 0
+    # seconds of the run over all its sessions, setup included: what train.time_budget_s bounds
+    elapsed: float = 0.0
+    # consecutive steps whose gradients overflowed in fp16 (the GradScaler skipped them)
+    skips: int = 0
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        return list(self.model.parameters())
+
+
+def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, world: int = 1, local: int = 0) -> Run:
     "Device, data, model, optimizer and scaler for `cfg`, resumed from the latest valid checkpoint in `out_dir`."
     hw, t = cfg.hardware, cfg.train
     device, dev = backends.setup(hw, local_rank=local)  # a profile this machine cannot honour stops here
@@ -353,39 +398,40 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
     model.checkpointing = cfg.hardware.checkpointing  # less memory, the same numbers (tests/test_memory.py)
     if base:
         model.load_state_dict(base[0].state_dict())  # a checkpoint found below replaces these weights
-    run = {
-        "device": device,
-        "dev": dev,
-        "data": data,
-        "model": model,
-        "opt": make_optimizer(model, t),
-        "scaler": backends.grad_scaler(hw),
-        "step": 0,
-        "tokens": 0,
-        "total": t.max_steps,
-        "elapsed": 0.0,
-        "base_sha256": base[2]["sha256"] if base else None,
-        "ckpt_dir": ckpt_dir,
-        "rank": rank,
-        "world": world,
-        "accum": accum,
-    }
+    run = Run(
+        device=device,
+        dev=dev,
+        data=data,
+        model=model,
+        opt=make_optimizer(model, t),
+        scaler=backends.grad_scaler(hw),
+        ckpt_dir=ckpt_dir,
+        base_sha256=base[2]["sha256"] if base else None,
+        rank=rank,
+        world=world,
+        accum=accum,
+        total=t.max_steps,
+    )
     if ckpt is not None:
         # the settings first: a changed optimizer or model would otherwise fail inside load_state_dict
         check_resume(json.loads((ckpt / "manifest.json").read_text())["config"], cfg, ckpt, log)
-        man = load_checkpoint(ckpt, model, run["opt"], cfg.model.model_dump(mode="json"), rank)
-        if man.get("base_sha256") != run["base_sha256"]:  # init_from names a file or folder: its content may change
+        man = load_checkpoint(ckpt, model, run.opt, cfg.model.model_dump(mode="json"), rank)
+        # init_from names a file or folder: its content may have changed since
+        if man.get("base_sha256") != run.base_sha256:
             raise CheckpointError(
                 f"{ckpt}: init_from {cfg.init_from} is not the model this run started from; pass --fresh"
             )
-        run["step"], run["tokens"] = man["step"], man["tokens"]
-        run["elapsed"] = man["scheduler"].get("elapsed_s", 0.0)  # training seconds before this session
+        run.step = man["step"]
+        run.tokens = man["tokens"]
+        # the run's seconds before this session
+        run.elapsed = man["scheduler"].get("elapsed_s", 0.0)
         if t.time_budget_s:
-            run["total"] = man["scheduler"].get("total_steps", run["total"])  # the length planned so far
-        data["train"].load_state_dict(man["loader"])
+            # the length planned so far
+            run.total = man["scheduler"].get("total_steps", run.total)
+        data.train.load_state_dict(man["loader"])
         if man["grad_scaler"]:
-            run["scaler"].load_state_dict(man["grad_scaler"])
-        log(f"resumed from {ckpt} (step {run['step']}, {run['tokens']:,} tokens)")
+            run.scaler.load_state_dict(man["grad_scaler"])
+        log(f"resumed from {ckpt} (step {run.step}, {run.tokens:,} tokens)")
         if man.get("world", 1) != world:
             log(
                 f"the checkpoint was written by {man.get('world', 1)} rank(s), this run has {world}: "
@@ -393,7 +439,7 @@ def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, wor
                 "(the order of the sums changes)"
             )
     if rank == 0:
-        _truncate_metrics(metrics, run["step"])
+        _truncate_metrics(metrics, run.step)
     return run
 
 # %% ../nbs/11_trainer.ipynb #82a5be35
@@ -409,16 +455,17 @@ class Diverged(RuntimeError):
 MAX_SKIPS = 20  # consecutive fp16 overflows the GradScaler may absorb (its scale halves each time: 2**-20)
 
 
-def check_finite(run: dict, step: int, loss: float, gnorm: float, lr: float) -> None:
-    "Raise Diverged (one line naming the step) when `loss`/`gnorm` are not finite, past the GradScaler's own skips."
+def check_finite(
+    skips: int, scaler, ckpt_dir: Path, step: int, loss: float, gnorm: float, lr: float
+) -> int:
+    "The count of consecutive non-finite steps after this one; Diverged (one line) past the GradScaler's own skips."
     if math.isfinite(loss) and math.isfinite(gnorm):
-        run["skips"] = 0
-        return
-    run["skips"] = run.get("skips", 0) + 1
-    if run["scaler"].is_enabled() and math.isfinite(loss) and run["skips"] <= MAX_SKIPS:
-        return  # fp16 overflow: the scaler skipped this step and lowers its scale
+        return 0
+    skips += 1
+    if scaler.is_enabled() and math.isfinite(loss) and skips <= MAX_SKIPS:
+        return skips  # fp16 overflow: the scaler skipped this step and lowers its scale
     what = "loss" if not math.isfinite(loss) else "gradient norm"
-    last = find_checkpoint(run["ckpt_dir"], warn=lambda m: None)
+    last = find_checkpoint(ckpt_dir, warn=lambda m: None)
     again = f"run again to resume from {last.name}" if last else "run again with --fresh"
     raise Diverged(
         f"step {step}: the {what} is {loss if what == 'loss' else gnorm} (diverged); nothing saved or exported; "
@@ -452,33 +499,33 @@ class PaceWatch:
             )
 
 # %% ../nbs/11_trainer.ipynb #8be115cf
-def optimizer_step(run: dict, cmodel, micro: list[dict], lr: float, cfg: RunConfig) -> tuple[dict, float]:
+def optimizer_step(run: Run, cmodel, micro: list[dict], lr: float, cfg: RunConfig) -> tuple[dict, float]:
     "One optimizer step at `lr` over the micro-batches: forward, backward, clip, step; returns (sums, grad norm)."
-    t, opt, scaler = cfg.train, run["opt"], run["scaler"]
-    set_lr(opt, lr, t)
-    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, scaler, run["world"], run.get("ddp"))
-    scaler.unscale_(opt)  # clip the real gradients, not the fp16-scaled ones
+    t = cfg.train
+    set_lr(run.opt, lr, t)
+    s = accumulate(cmodel, micro, cfg.hardware, t.z_loss, run.scaler, run.world, run.ddp)
+    run.scaler.unscale_(run.opt)  # clip the real gradients, not the fp16-scaled ones
     clip = t.grad_clip if t.grad_clip > 0 else float("inf")
-    gnorm = torch.nn.utils.clip_grad_norm_(run["params"], clip).item()
-    scaler.step(opt)  # skipped by the scaler when fp16 overflowed: the grad norm is then inf
-    scaler.update()
-    opt.zero_grad(set_to_none=True)
-    if run["device"].type == "cuda":
+    gnorm = torch.nn.utils.clip_grad_norm_(run.params, clip).item()
+    run.scaler.step(run.opt)  # skipped by the scaler when fp16 overflowed: the grad norm is then inf
+    run.scaler.update()
+    run.opt.zero_grad(set_to_none=True)
+    if run.device.type == "cuda":
         torch.cuda.synchronize()  # so that step_s measures the step, not the queue
     return s, gnorm
 
 
-def checkpoint_state(run: dict, cfg: RunConfig, step: int, lr: float, total: int, elapsed: float) -> dict:
+def checkpoint_state(run: Run, cfg: RunConfig, lr: float) -> dict:
     "What a checkpoint holds besides weights, optimizer and RNG: enough to resume bit for bit."
     return {
-        "tokens": run["tokens"],
-        "loader": run["data"]["train"].state_dict(),
-        "grad_scaler": run["scaler"].state_dict(),
-        "scheduler": {"step": step, "lr": lr, "total_steps": total, "elapsed_s": elapsed},
+        "tokens": run.tokens,
+        "loader": run.data.train.state_dict(),
+        "grad_scaler": run.scaler.state_dict(),
+        "scheduler": {"step": run.step, "lr": lr, "total_steps": run.total, "elapsed_s": run.elapsed},
         "config": cfg.model_dump(mode="json"),
         "config_hash": config_hash(cfg),
-        "base_sha256": run["base_sha256"],  # the init_from model's weights (None when trained from scratch)
-        "world": run["world"],  # ranks that wrote it: the same global batch resumes with any number that divides it
+        "base_sha256": run.base_sha256,  # the init_from model's weights (None when trained from scratch)
+        "world": run.world,  # ranks that wrote it: the same global batch resumes with any number that divides it
     }
 
 
@@ -498,115 +545,203 @@ def rank_rng(world: int) -> dict:
     return out
 
 # %% ../nbs/11_trainer.ipynb #7f983101
-def train(cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print) -> dict:
-    "Train `cfg` into `out_dir`, resuming from its latest valid checkpoint unless `fresh`; returns a summary."
+# A run by time keeps this share of its budget for its report (the held-out evaluation shrinks to fit it), at most
+# REPORT_MAX_S: the full report of the assistant took 2-12 minutes on 2 CPU cores (docs/LOG.md)
+REPORT_SHARE, REPORT_MAX_S = 0.25, 600.0
+# torch.compile costs 20-150 s before step 1 on a CPU and pays back 1.4x the steps per second (docs/LOG.md): a run
+# whose budget is shorter than this trains eager
+COMPILE_MIN_S = 600.0
+
+
+@dataclass
+class Trained:
+    "What `train` hands on: how far the run got, its last figures, and the tokenizer its model file is written with."
+
+    out_dir: Path
+    step: int
+    tokens: int
+    # this session's seconds, setup included
+    seconds: float
+    # the run's seconds over all its sessions, setup included: what train.time_budget_s bounds
+    elapsed_s: float
+    loss: float | None
+    val_loss: float | None
+    val_bpb: float | None
+    tokenizer: Tokenizer = field(repr=False)
+
+    def summary(self) -> dict:
+        "Everything but the tokenizer, as JSON values: the line `python -m enlace.train` prints."
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "tokenizer"}
+        return {**out, "out_dir": str(self.out_dir)}
+
+
+def train(
+    cfg: RunConfig, out_dir, fresh: bool = False, progress: bool = True, log=print, keep_s: float = 0.0
+) -> Trained:
+    "Train `cfg` into `out_dir`, resuming its latest valid checkpoint unless `fresh`; `keep_s`: budget left unused."
     out_dir = Path(out_dir)
     rank, world, local = backends.distributed(cfg.hardware)  # (0, 1, 0) without torchrun
     # one process per run folder (rank 0 under torchrun): a second one refuses, naming this pid
     with own_folder(out_dir, "training") if rank == 0 else nullcontext():
-        return _train(cfg, out_dir, fresh, progress, log if rank == 0 else lambda m: None, rank, world, local)
+        return _train(cfg, out_dir, fresh, progress, log if rank == 0 else lambda m: None, rank, world, local, keep_s)
 
 
-def _train(cfg: RunConfig, out_dir: Path, fresh: bool, progress: bool, log, rank: int, world: int, local: int):
+def _train(
+    cfg: RunConfig,
+    out_dir: Path,
+    fresh: bool,
+    progress: bool,
+    log,
+    rank: int,
+    world: int,
+    local: int,
+    keep_s: float = 0.0,
+) -> Trained:
     "The body of `train`, run while this process owns `out_dir`; under torchrun only rank 0 writes into it."
     hw, t, lead = cfg.hardware, cfg.train, rank == 0
+    # the run's clock starts here: setup, compilation and evaluation all count against train.time_budget_s
+    t_start = time.perf_counter()
+    # training stops `keep_s` before the budget ends, so that the report after it fits in the budget too
+    budget = None if t.time_budget_s is None else t.time_budget_s - keep_s
+    if budget is not None and keep_s:
+        log(f"time budget {t.time_budget_s:g} s: training until {budget:g} s, {keep_s:g} s kept for the report")
     run = open_run(cfg, out_dir, fresh, log, rank, world, local)
-    run["params"] = list(run["model"].parameters())
-    data, device, step, total, elapsed0 = run["data"], run["device"], run["step"], run["total"], run["elapsed"]
+    data, device, elapsed0 = run.data, run.device, run.elapsed
     if lead:
         save_config(cfg, out_dir / "config.yaml")
-    if "dropped" in data and lead:  # conversations longer than the context: counted, for the report
-        atomic_write_json(out_dir / "data.json", {"dropped": data["dropped"]})
-    model = run["model"]
+    if data.dropped and lead:  # conversations longer than the context: counted, for the report
+        atomic_write_json(out_dir / "data.json", {"dropped": data.dropped})
+    model = run.model
     if world > 1:  # gradients all-reduced in buckets during backward; parameters broadcast from rank 0 here
         ids = [local] if device.type == "cuda" else None
-        model = run["ddp"] = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
-    cmodel = backends.maybe_compile(model, hw)  # checkpoints save run["model"]: the wrappers share its weights
-    emodel = cmodel if world == 1 else run["model"]  # evaluation needs no gradient hooks
-    fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run["dev"])
-    accum, bpt = run["accum"], data["bytes_per_token"]
-    rec, t_start, elapsed, mark = {}, time.perf_counter(), elapsed0, None
-    out_of_time = lambda: t.time_budget_s is not None and elapsed >= t.time_budget_s
+        model = run.ddp = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
+    # compiling is paid before step 1; a short budget cannot earn it back, so the run trains eager
+    short = t.time_budget_s is not None and t.time_budget_s < COMPILE_MIN_S
+    if hw.compile and short:
+        log(f"not compiling: a time budget of {t.time_budget_s:g} s cannot pay for it ({COMPILE_MIN_S:g} s can)")
+    # checkpoints save run.model: the wrappers share its weights
+    cmodel = model if short else backends.maybe_compile(model, hw)
+    emodel = cmodel if world == 1 else run.model  # evaluation needs no gradient hooks
+    fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run.dev)
+    rec, mark = {}, None
+    out_of_time = lambda: budget is not None and run.elapsed >= budget
+    # a fresh session always takes a step (its setup may eat the budget): only the sessions before count here
     stop = out_of_time()
     watch = PaceWatch(log)  # a busy machine makes a run by time silently worse: say it, once
     bar = tqdm(
-        total=total,
-        initial=step,
+        total=run.total,
+        initial=run.step,
         disable=not progress or not lead,
         mininterval=progress_interval(),
         desc=cfg.name,
         dynamic_ncols=True,
     )
     with open(out_dir / "metrics.jsonl" if lead else os.devnull, "a") as mf, bar:
-        while step < total and not stop:
+        while run.step < run.total and not stop:
             # --- data: this rank's micro-batches of the step (j % world == rank); it skips the others' ---
             t0 = time.perf_counter()
-            micro = [b for j in range(accum) if (b := data["train"].next(build=j % world == rank)) is not None]
+            micro = [b for j in range(run.accum) if (b := data.train.next(build=j % world == rank)) is not None]
             micro = [{k: v.to(device, non_blocking=True) for k, v in b.items()} for b in micro]
             t_data = time.perf_counter() - t0
             # --- step: forward, backward, optimizer ---
-            lr = lr_at(step, t, total)
+            lr = lr_at(run.step, t, run.total)
             s, gnorm = optimizer_step(run, cmodel, micro, lr, cfg)
-            check_finite(run, step + 1, s["ce"] / s["n"], gnorm, lr)  # a diverged step is never logged or saved
+            # a diverged step is never logged or saved
+            run.skips = check_finite(run.skips, run.scaler, run.ckpt_dir, run.step + 1, s["ce"] / s["n"], gnorm, lr)
             # --- bookkeeping: steps, tokens, time, the planned length ---
-            step, run["tokens"], dt = step + 1, run["tokens"] + s["n"], time.perf_counter() - t0
+            run.step += 1
+            run.tokens += s["n"]
+            dt = time.perf_counter() - t0
             watch(dt)
-            elapsed = elapsed0 + time.perf_counter() - t_start
-            mark = mark or (step, elapsed)  # the pace is measured after this session's first step (compilation)
-            new, stop = plan_steps(step, elapsed, t, total, mark), out_of_time()
+            run.elapsed = elapsed0 + time.perf_counter() - t_start
+            # the pace is measured after this session's first step (compilation)
+            mark = mark or (run.step, run.elapsed)
+            new, stop = plan_steps(run.step, run.elapsed, t, run.total, mark, budget), out_of_time()
             new, stop = from_rank0(new, stop)  # rank 0's clock decides: every rank stops at the same step
-            if new != total:
-                total = bar.total = new
-            last = step >= total or stop
-            if os.environ.get("ENLACE_FAIL_AT") == f"{rank}:{step}":  # tests: one rank fails in the middle of a run
-                raise OSError(f"rank {rank}: injected failure at step {step}")
+            if new != run.total:
+                run.total = bar.total = new
+            last = run.step >= run.total or stop
+            if os.environ.get("ENLACE_FAIL_AT") == f"{rank}:{run.step}":  # tests: one rank fails mid-run
+                raise OSError(f"rank {rank}: injected failure at step {run.step}")
             if peak:
-                peak = max(
-                    peak, s["n"] * fpt / dt / world
-                )  # a CPU probe under load can underestimate: MFU never tops 100 %
+                # a CPU probe under load can underestimate: MFU never tops 100 %
+                peak = max(peak, s["n"] * fpt / dt / world)
             rec = {
-                "step": step,
+                "step": run.step,
                 "loss": _finite(s["ce"] / s["n"]),
                 "z_loss": _finite(s["z"] / s["n"]),
                 "lr": lr,
                 "grad_norm": _finite(gnorm),
-                "tokens": run["tokens"],
+                "tokens": run.tokens,
                 "tok_s": s["n"] / dt,
                 "mfu": s["n"] * fpt / dt / (peak * world) if peak else None,
                 "step_s": dt,
                 "data_s": t_data,
-                "elapsed_s": elapsed,
+                "elapsed_s": run.elapsed,
                 "ranks": world,
             }
             # --- evaluate, log, save ---
-            if step % t.eval_every == 0 or last:
-                rec["val_loss"] = eval_loss(emodel, data["val"], t.eval_batches, hw, device, rank, world)
+            if run.step % t.eval_every == 0 or last:
+                rec["val_loss"] = eval_loss(emodel, data.val, t.eval_batches, hw, device, rank, world)
+                bpt = data.bytes_per_token
                 rec["val_bpb"] = rec["val_loss"] / math.log(2) / bpt if bpt else None
                 bpb = f", val_bpb {rec['val_bpb']:.4f}" if bpt else ""
-                if lead:
-                    bar.write(f"step {step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)  # stdout: summary
+                if lead:  # stderr: stdout is the summary
+                    bar.write(f"step {run.step}: val_loss {rec['val_loss']:.4f}{bpb}", file=sys.stderr)
             mf.write(json.dumps(rec) + "\n")
             mf.flush()
-            if step % t.ckpt_every == 0 or last:
-                if not all(bool(torch.isfinite(p).all()) for p in run["params"]):  # the update itself overflowed
-                    raise Diverged(f"step {step}: the weights are not finite (diverged); nothing saved; lower train.lr")
-                state, others = checkpoint_state(run, cfg, step, lr, total, elapsed), rank_rng(world)
+            if run.step % t.ckpt_every == 0 or last:
+                if not all(bool(torch.isfinite(p).all()) for p in run.params):  # the update itself overflowed
+                    raise Diverged(
+                        f"step {run.step}: the weights are not finite (diverged); nothing saved; lower train.lr"
+                    )
+                state, others = checkpoint_state(run, cfg, lr), rank_rng(world)
                 if lead:  # rank 0 writes; the others wait at the barrier
-                    save_checkpoint(out_dir / "checkpoints", step, run["model"], run["opt"], state, t.keep_last, others)
+                    save_checkpoint(out_dir / "checkpoints", run.step, run.model, run.opt, state, t.keep_last, others)
                 if world > 1:
                     dist.barrier()
             bar.update(1)
-            if step % t.log_every == 0 or last:
+            if run.step % t.log_every == 0 or last:
                 mfu = f"{rec['mfu']:.0%}" if rec["mfu"] else "-"
                 bar.set_postfix(loss=f"{s['ce'] / s['n']:.3f}", lr=f"{lr:.2e}", tok_s=f"{rec['tok_s']:.0f}", mfu=mfu)
-    return {
-        "out_dir": str(out_dir),
-        "step": step,
-        "tokens": run["tokens"],
-        "seconds": time.perf_counter() - t_start,
-        "elapsed_s": elapsed,
-        **{k: rec.get(k) for k in ("loss", "val_loss", "val_bpb")},
-    }
+    return Trained(
+        out_dir=out_dir,
+        step=run.step,
+        tokens=run.tokens,
+        seconds=time.perf_counter() - t_start,
+        elapsed_s=run.elapsed,
+        loss=rec.get("loss"),
+        val_loss=rec.get("val_loss"),
+        val_bpb=rec.get("val_bpb"),
+        tokenizer=data.tokenizer,
+    )
+
+
+def train_and_report(
+    cfg: RunConfig,
+    out_dir,
+    fresh: bool = False,
+    progress: bool = True,
+    figures: bool = True,
+    tiny: bool = False,
+    log=print,
+) -> tuple[Trained, dict | None]:
+    "Train, then `finish_run` with the trainer's tokenizer, owning `out_dir` once; rank > 0 gets no report (None)."
+    out_dir = Path(out_dir)
+    rank, world, local = backends.distributed(cfg.hardware)  # (0, 1, 0) without torchrun
+    budget = cfg.train.time_budget_s
+    # the report's part of a run by time; --no-report only writes the model file, which needs no reserve
+    keep = min(REPORT_SHARE * budget, REPORT_MAX_S) if budget and figures else 0.0
+    # held from the first step to the report: nobody else writes here (under torchrun, rank 0 holds it)
+    with own_folder(out_dir, "training") if rank == 0 else nullcontext():
+        quiet = log if rank == 0 else lambda m: None
+        trained = _train(cfg, out_dir, fresh, progress, quiet, rank, world, local, keep)
+        if rank > 0:  # the model file, the report and the summary are rank 0's
+            return trained, None
+        # what the budget leaves, and never less than the report's share (a resumed, finished run reports again)
+        left = None if budget is None else max(budget - trained.elapsed_s, keep)
+        report = finish_run(out_dir, cfg, trained.tokenizer, figures=figures, tiny=tiny, seconds=left, log=log)
+    return trained, report
 
 # %% ../nbs/11_trainer.ipynb #08939b81
 def main(argv: list[str] | None = None) -> int:
@@ -625,12 +760,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.run, args.overrides)
         out = Path(args.out or Path("runs") / cfg.name)
         rank, world, _ = backends.distributed(cfg.hardware)  # torchrun: one process per device; else (0, 1, 0)
-        # held from the first step to the report: nobody else writes here (under torchrun, rank 0 holds it)
-        with own_folder(out, "training") if rank == 0 else nullcontext():
-            summary = train(cfg, out, fresh=args.fresh, progress=not args.no_progress, log=log)
-            if rank > 0:  # the model file, the report and the summary are rank 0's
-                return 0
-            report = finish_run(out, cfg, figures=not args.no_report, log=log)
+        progress = not args.no_progress
+        trained, report = train_and_report(cfg, out, args.fresh, progress, figures=not args.no_report, log=log)
+        if report is None:  # ranks > 0: the model file, the report and the summary are rank 0's
+            return 0
+        summary = trained.summary()
         summary["model_file"] = report["model_file"]  # what evaluation and generation load
         summary["summary"] = str(out / "summary.json") if not args.no_report else None
     except (ConfigError, backends.HardwareError, CheckpointError, ModelFileError, FolderError) as e:

@@ -36,9 +36,9 @@ def main():
 
     cfg = load_config(ROOT / "configs/runs/smoke-cpu.yaml")
     data = make_data(cfg, micro_batch(cfg))
-    load_s = per_call(data["train"].next, 200)
+    load_s = per_call(data.train.next, 200)
     model = Transformer(cfg.model); opt = make_optimizer(model, cfg.train); scaler = backends.grad_scaler(cfg.hardware)
-    batch = data["train"].next()
+    batch = data.train.next()
     def step():
         accumulate(model, [batch], cfg.hardware, cfg.train.z_loss, scaler); opt.step(); opt.zero_grad(set_to_none=True)
     step()

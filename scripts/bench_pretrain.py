@@ -207,7 +207,7 @@ def main():
     run_dir = ROOT / "runs/bench/ours"
     summary = train(cfg, run_dir, fresh=True, progress=False, log=lambda m: None)
     # the one door out of a run, as for the CLI and the run notebook: model file, held-out bpb, samples, summary.json
-    report = finish_run(run_dir, cfg, heldout=heldout, tracking=False, log=lambda m: None)
+    report = finish_run(run_dir, cfg, summary.tokenizer, heldout=heldout, tracking=False, log=lambda m: None)
     path = report["model_file"]
     model, tok, man = load_model(path)
     ours = {False: sum(r["bits"] for r in report["heldout"]) / sum(r["bytes"] for r in report["heldout"]),
@@ -234,7 +234,7 @@ def main():
 
     # throughput vs sample efficiency: ours' val curve read at the bytes of text the baseline saw in its budget
     bpt = json.loads((ours_data / "manifest.json").read_text())["bytes_per_token"]
-    ours_bytes = summary["tokens"] * bpt
+    ours_bytes = summary.tokens * bpt
     same_text = at_bytes(bytes_curve(run_dir, bpt), bsum["tokens"])
     split = {"ours_text_bytes": ours_bytes, "baseline_text_bytes": bsum["tokens"], "ours_val_at_baseline_bytes": same_text,
              "sample_efficiency_bpb": None if same_text is None else base_val - same_text,
@@ -245,13 +245,13 @@ def main():
            "baseline_val_bpb": base_val, "ratio": ours[False] / base[False] if ok else None,
            "val_ratio": ours_val / base_val if ok else None, "ours_bpb_raw": ours[True], "baseline_bpb_raw": base[True],
            "ratio_raw": ours[True] / base[True] if ok else None, "split": split,
-           "ours": {"config": cfg.model_dump(mode="json"), "model_file": str(path), "steps": summary["step"],
-                    "tokens": summary["tokens"], "train_seconds": summary["elapsed_s"], "mfu": run_mfu(run_dir),
+           "ours": {"config": cfg.model_dump(mode="json"), "model_file": str(path), "steps": summary.step,
+                    "tokens": summary.tokens, "train_seconds": summary.elapsed_s, "mfu": run_mfu(run_dir),
                     "mfu_measured_peak": mfu_now, "peak_flops": peak},
            "baseline": {"config": BASELINE, "vocab": "bytes", "dtype": cfg.hardware.dtype, **bsum},
            "torch": torch.__version__, "threads": torch.get_num_threads()}
     print(f"\n{'':10} {'held-out bpb':>13} {'(raw file)':>11} {'val bpb':>9} {'steps':>7} {'tokens':>11} {'ms/step':>8}")
-    print(f"{'ours':10} {ours[False]:13.4f} {ours[True]:11.4f} {ours_val:9.4f} {summary['step']:7d} {summary['tokens']:11,} "
+    print(f"{'ours':10} {ours[False]:13.4f} {ours[True]:11.4f} {ours_val:9.4f} {summary.step:7d} {summary.tokens:11,} "
           f"{1000 * paces['ours']['run']:8.1f}")
     print(f"{'baseline':10} {base[False]:13.4f} {base[True]:11.4f} {base_val:9.4f} {bsum['steps']:7d} {bsum['tokens']:11,} "
           f"{1000 * paces['baseline']['run']:8.1f}")

@@ -37,10 +37,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from enlace.chat import answer  # noqa: E402
+from enlace.chat import Ask, answer  # noqa: E402
 from enlace.checkpoint import export_model, load_model  # noqa: E402
 from enlace.config import load_layer  # noqa: E402
-from enlace.engine import Engine  # noqa: E402
+from enlace.engine import Engine, Sampling  # noqa: E402
 from enlace.household import Household  # noqa: E402
 from enlace.model import Transformer  # noqa: E402
 from enlace.tokenizer import Tokenizer  # noqa: E402
@@ -61,10 +61,11 @@ def free_port() -> int:
 def direct(engine, tok, home, prompt: str, max_tokens: int) -> dict:
     "One greedy answer through enlace.chat.answer: seconds to the first text, total seconds, tokens."
     start, first = time.perf_counter(), []
-    out = answer(engine, tok, [{"role": "user", "content": prompt}], ToolContext(home=home), max_tokens=max_tokens,
-                 on_text=lambda p: first or first.append(time.perf_counter()))
+    ask = Ask([{"role": "user", "content": prompt}], ToolContext(home=home), Sampling(max_tokens=max_tokens),
+              on_text=lambda p: first or first.append(time.perf_counter()))
+    out = answer(engine, ask)
     end = time.perf_counter()
-    return {"ttft": (first[0] if first else end) - start, "total": end - start, "tokens": out["completion_tokens"]}
+    return {"ttft": (first[0] if first else end) - start, "total": end - start, "tokens": out.completion_tokens}
 
 
 def through_api(client, name: str, prompt: str, max_tokens: int, url: str = "") -> dict:

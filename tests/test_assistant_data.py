@@ -127,6 +127,33 @@ def test_noise_touches_only_template_words():
     assert changed > 200
 
 
+def test_each_noise_kind_happens_and_spares_the_slots():
+    rng = random.Random(2)
+    slots = {"items": "judías verdes", "list_phrase": "la lista de la compra"}
+    pattern = "¿Podrías añadir {items} a {list_phrase}, por favor?"
+    clean = ad.render(random.Random(0), pattern, slots, noise_p=0.0)[0].casefold()
+    words = set(re.findall(r"\w+", clean)) | {"podrias"}  # the template's words, with or without its accent
+    seen = Counter()
+    for _ in range(400):
+        text, noisy = ad.render(rng, pattern, slots, noise_p=1.0)
+        assert "judías verdes" in text and "la lista de la compra" in text  # slots keep their accents
+        seen["accents"] += "odrias" in text
+        seen["marks"] += not text.startswith("¿")
+        seen["typo"] += bool(set(re.findall(r"\w+", text.casefold())) - words)
+    assert all(seen[k] >= 40 for k in ("accents", "marks", "typo")), seen
+
+
+def test_regional_variants_both_appear(train):
+    texts = " ".join(t for c in train for t in user_texts(c))
+    pairs = [v for items in ad.LIST_ITEMS.values() for v in items if isinstance(v, tuple)]
+    assert len(pairs) >= 5
+    for pair in pairs:
+        counts = [len(re.findall(rf"\b{re.escape(v)}\b", texts)) for v in pair]
+        if sum(counts) >= 20:  # an item asked for often enough: in Spain's words and in Latin America's
+            assert min(counts) > 0, (pair, counts)
+    assert sum(min(len(re.findall(rf"\b{re.escape(v)}\b", texts)) for v in p) > 0 for p in pairs) >= 5
+
+
 # %% conversations
 
 
@@ -327,7 +354,7 @@ def test_usted_answers_follow_form(train):
 
 def test_conjugation_rows_follow_split(train, heldout):
     rows = {"train": {}, "heldout": {}}
-    for r in ad.examples():
+    for r in ad.conjugation_examples():
         rows[r["split"]].setdefault(r["english"], set()).add(r["spanish"])
     for split, convs in (("train", train), ("heldout", heldout)):
         conj = [c for c in convs if BY_ID[c["meta"]["template"]].kind == "conj"]

@@ -52,6 +52,47 @@ def test_every_shipped_run_config_resolves(cli):
         assert r.returncode == 0, (run, r.stderr)
 
 
+RUNS = sorted((ROOT / "configs/runs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if "init_from:" in r.read_text()], ids=lambda r: r.stem)
+def test_a_fine_tuning_starts_from_the_run_file_that_trains_its_base(run):
+    """init_from: runs/X names the folder that configs/runs/X.yaml writes (locally and on the GPU server alike), and
+    that run trains the same model on the same card."""
+    from enlace.config import load_config
+    cfg = load_config(run)
+    assert cfg.init_from.startswith("runs/"), cfg.init_from
+    base_file = ROOT / "configs" / (cfg.init_from + ".yaml")
+    assert base_file.is_file(), f"{run.name}: init_from {cfg.init_from} is trained by no configs/{cfg.init_from}.yaml"
+    base = load_config(base_file)
+    assert base.name == base_file.stem and not base.init_from
+    assert cfg.model == base.model, f"{run.name}: the model differs from {base_file.name}'s"
+    assert cfg.hardware.name == base.hardware.name
+
+
+def test_the_gpu_path_has_its_runs():
+    "Pretraining and fine-tuning for both cards of docs/remoto.md."
+    from enlace.config import load_config
+    for card, profile in (("2060", "turing-2060"), ("5090", "blackwell-5090")):
+        pre = load_config(ROOT / f"configs/runs/pretrain-{card}.yaml")
+        sft = load_config(ROOT / f"configs/runs/sft-{card}.yaml")
+        assert pre.hardware.name == sft.hardware.name == profile and pre.data.source == "shards"
+        assert sft.data.source == "assistant" and sft.init_from == f"runs/pretrain-{card}"
+        assert not sft.hardware.compile  # micro-batches of changing lengths would recompile
+
+
+def test_init_from_is_overridden_like_any_key(cli, tmp_path):
+    "The base of a fine-tuning comes from the command line too: a run fetched from the server, a model file."
+    r = cli("enlace.config", "configs/runs/sft-2060.yaml", "init_from=runs/remote/pretrain-2060")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout.rsplit("# config hash: ", 1)[0])["init_from"] == "runs/remote/pretrain-2060"
+    # the trainer takes the same override (hardware=cpu: no GPU needed to see where it looks for the base)
+    base = tmp_path / "base folder" / "model-x.safetensors"
+    r = cli("enlace.train", "configs/runs/sft-2060.yaml", f"init_from={base}", "hardware=cpu",
+            "--out", tmp_path / "out", "--no-progress")
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == f"error: {base}: model file not found", r.stderr
+
+
 LOUD = "def main(argv):\n    for i in range(200000):\n        print('line', i)\n    return 0\n"
 
 

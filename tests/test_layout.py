@@ -17,7 +17,7 @@ PIPELINE = ["config", "common", "backends", "model", "tokenizer", "corpus", "sha
             "checkpoint", "engine", "train", "bpb", "eval", "report", "track", "drift", "conversation", "household", "tools",
             "chat", "serve", "export"]
 WING_NOTEBOOKS = ["tasks.conjugations.corpus", "tasks.conjugations.ngram", "tasks.conjugations.evaluate",
-                  "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.pairs", "synth", "agent.tools.search"]
+                  "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.conjugations.pairs", "synth", "agent.tools.search"]
 
 
 def module_name(path: Path) -> str:
@@ -139,3 +139,107 @@ def test_the_style_check_can_fail(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text('"doc"\nx = 1; y = 2\nif x: y = 3\n' + "z = '" + "a" * 130 + "'\n")
     assert len(_style_problems(bad)) == 3, _style_problems(bad)
+
+
+# %% the wing rule, kept in substance: registries only, no methods attached from outside, no wing importing another
+
+WING_PATH = re.compile(r"^enlace\.(tasks|synth|agent)\b[\w.]*(:\w+)?$")  # a wing's module, or 'module:function'
+REGISTRIES = {"enlace.dataloader": {"TASKS"}, "enlace.tools": {"SEARCH"}}  # where the core names its wings' hooks
+LOADER = ("enlace.dataloader", "load_hook")  # the one function that imports by name
+
+
+def _is_core(mod: str) -> bool:
+    return mod == "enlace" or (mod.count(".") == 1 and (PKG / (mod.split(".")[1] + ".py")).is_file())
+
+
+def wing_of(mod: str) -> str | None:
+    "The wing a module belongs to: 'enlace.tasks.X', 'enlace.synth' or 'enlace.agent'; None for the core."
+    parts = mod.split(".")
+    if mod.startswith("enlace.tasks."):
+        return ".".join(parts[:3])
+    return ".".join(parts[:2]) if mod.startswith(("enlace.synth", "enlace.agent")) else None
+
+
+def hidden_wing_reaches(source: str, mod: str) -> list[str]:
+    "In a core module: import_module/__import__ outside the loader, and wing names outside a registry assignment."
+    tree = ast.parse(source)
+    out = []
+    registry_nodes = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in REGISTRIES.get(mod, ())
+                                                for t in node.targets):
+            registry_nodes |= {id(n) for n in ast.walk(node)}
+    loader = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and (mod, n.name) == LOADER]
+    allowed_calls = {id(n) for f in loader for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("import_module", "__import__") and id(node) not in allowed_calls:
+                out.append(f"{mod}:{node.lineno}: {name}(...) outside {LOADER[0]}.{LOADER[1]}: use a registry")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and WING_PATH.match(node.value):
+            if id(node) not in registry_nodes:
+                out.append(f"{mod}:{node.lineno}: {node.value!r} named outside a registry")
+    return out
+
+
+def attached_methods(source: str, mod: str) -> list[str]:
+    "Module-level `Class.attr = ...` assignments to a class of the module: methods assembled from outside."
+    tree = ast.parse(source)
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    out = []
+    for node in tree.body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            for el in t.elts if isinstance(t, ast.Tuple) else [t]:
+                if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) and el.value.id in classes:
+                    out.append(f"{mod}:{node.lineno}: {el.value.id}.{el.attr} assigned from outside the class")
+    return out
+
+
+def cross_wing_imports(path: Path) -> list[str]:
+    "Imports of a wing module from another wing (the core, or its own wing, only)."
+    own = wing_of(module_name(path))
+    return [f"{module_name(path)}:{line}: imports {mod}" for mod, _, line, _ in imports(path)
+            if mod and mod.startswith("enlace") and not _is_core(mod) and wing_of(mod) != own]
+
+
+def test_the_core_reaches_wings_only_through_registries():
+    core = [p for p in MODULES if p.parent == PKG]
+    bad = [b for p in core for b in hidden_wing_reaches(p.read_text(encoding="utf-8"), module_name(p))]
+    assert not bad, "\n".join(bad)
+    # each registry names real hooks: a 'module:function' that exists in that wing
+    from enlace.dataloader import TASKS, load_hook
+    from enlace.tools import SEARCH
+    specs = [s for hooks in TASKS.values() for s in hooks.values() if ":" in s] + [SEARCH]
+    assert len(specs) >= 10 and all(callable(load_hook(s)) for s in specs), specs
+
+
+def test_no_method_is_attached_from_outside_its_class():
+    bad = [b for p in MODULES for b in attached_methods(p.read_text(encoding="utf-8"), module_name(p))]
+    assert not bad, "\n".join(bad)
+
+
+def test_wings_never_import_each_other():
+    wings = [p for p in MODULES if wing_of(module_name(p))]
+    assert len({wing_of(module_name(p)) for p in wings}) >= 4  # conjugations, assistant, synth, agent
+    bad = [b for p in wings for b in cross_wing_imports(p)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_wing_rule_checks_can_fail(tmp_path):
+    core = 'import importlib\nW = "enlace.tasks.pairs"\ndef f():\n    return importlib.import_module("enlace.tasks.pairs")\n'
+    assert len(hidden_wing_reaches(core, "enlace.eval")) == 3, hidden_wing_reaches(core, "enlace.eval")
+    registry = 'TASKS = {"a": {"make_data": "enlace.tasks.x.corpus:make_data"}}\n'
+    assert hidden_wing_reaches(registry, "enlace.dataloader") == []
+    assert len(hidden_wing_reaches(registry, "enlace.eval")) == 1  # a registry only where the rule says
+    attached = "class Member:\n    pass\ndef _recall(self):\n    pass\nMember.recall, Member.x = _recall, 1\n"
+    assert len(attached_methods(attached, "enlace.household")) == 2
+    wing = PKG / "tasks" / "assistant" / "probe_cross_wing.py"
+    wing.write_text("from ..conjugations.corpus import examples\nfrom ...household import MONTHS\n")
+    try:
+        assert [b.split(": ", 1)[1] for b in cross_wing_imports(wing)] == ["imports enlace.tasks.conjugations.corpus"]
+    finally:
+        wing.unlink()

@@ -1,4 +1,4 @@
-"""Tests for the Spanish grammatical minimal pairs (enlace.tasks.pairs): the one-word contract, the sizes, the
+"""Tests for the Spanish grammatical minimal pairs (enlace.tasks.conjugations.pairs): the one-word contract, the sizes, the
 determinism, and that each phenomenon changes only the word it is about, into a form that is really wrong."""
 import json
 import os
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import ROOT
 from enlace.tasks.conjugations.corpus import PERSONS, TENSES, VERBS, conjugate
-from enlace.tasks.pairs import (ADJECTIVES, DETERMINERS, DIRECT_CLITICS, ESTAR_ONLY, FUTURE_ADVERBS, INDIRECT_CLITICS,
+from enlace.tasks.conjugations.pairs import (ADJECTIVES, DETERMINERS, DIRECT_CLITICS, ESTAR_ONLY, FUTURE_ADVERBS, INDIRECT_CLITICS,
                                 NOUNS, PAST_ADVERBS, PHENOMENA, SER_ONLY, check_pair, minimal_pairs, pair_counts)
 
 PAIRS = minimal_pairs()
@@ -119,7 +119,7 @@ def test_deterministic_across_calls_and_seeds():
 
 @pytest.mark.parametrize("hashseed", ["1", "4242"])
 def test_deterministic_across_hash_seeds(hashseed):
-    code = "import json; from enlace.tasks.pairs import minimal_pairs; print(json.dumps(minimal_pairs(40, seed=3)))"
+    code = "import json; from enlace.tasks.conjugations.pairs import minimal_pairs; print(json.dumps(minimal_pairs(40, seed=3)))"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, encoding="utf-8",
                        timeout=300, env={**os.environ, "PYTHONHASHSEED": hashseed})
     assert r.returncode == 0, r.stderr[-2000:]

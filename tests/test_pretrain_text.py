@@ -40,8 +40,8 @@ def shards(tmp_path_factory):
 def test_time_budget_run_exports_a_model_that_scores_text(shards, tmp_path):
     cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [f"data.path={shards / 'shards'}", "train.time_budget_s=6", *TINY])
     res = train(cfg, tmp_path / "run", progress=False, log=lambda m: None)
-    assert res["elapsed_s"] < 9 and res["step"] > 20 and res["val_bpb"] < 4.0, res  # learned something in 6 s
-    path = finish_run(tmp_path / "run", cfg, figures=False)["model_file"]
+    assert res.elapsed_s < 9 and res.step > 20 and res.val_bpb < 4.0, res  # learned something in 6 s
+    path = finish_run(tmp_path / "run", cfg, res.tokenizer, figures=False)["model_file"]
     model, tok, man = load_model(path)
     assert man["seq_len"] == 64 and man["tokenizer"]["type"] == "bpe" and tok.vocab_size == 320
     seen = tmp_path / "seen.txt"
@@ -88,7 +88,7 @@ def test_compiled_run_matches_eager(shards, tmp_path):
     assert len(losses["true"]) == 6 and losses["true"] == pytest.approx(losses["false"], rel=1e-4), losses
     cfg = load_config(ROOT / "configs/runs/pretrain-cpu.yaml", [*fixed, "hardware.compile=true", "train.max_steps=9"])
     res = train(cfg, tmp_path / "true", progress=False, log=lambda m: None)  # resumes at step 6 (the compiled model's own weights)
-    assert res["step"] == 9 and len((tmp_path / "true" / "metrics.jsonl").read_text().splitlines()) == 9
+    assert res.step == 9 and len((tmp_path / "true" / "metrics.jsonl").read_text().splitlines()) == 9
 
 
 def test_cli_run_ends_with_the_same_summary_as_the_notebook_run(shards, tmp_path):

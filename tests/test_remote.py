@@ -1,6 +1,8 @@
 """scripts/remote.sh for real: an OpenSSH server on 127.0.0.1 (throwaway host and client keys, its own tmux
 folder), a copy of the repo and a remote folder whose paths contain spaces, then sync -> run (smoke config, 20
 steps) -> logs -> status -> fetch. The SSH client following the log is killed mid-run; the run must finish anyway.
+The rest of the GPU path without a GPU: sync --data, prepare (the corpus script on texts already on the server) and
+serve (a tiny model on 127.0.0.1 and a free port, with its token, stopped by serve --stop).
 Also: bad or missing settings are one line and exit code 2; ENLACE_REMOTE_DIR can never be the home, / or a
 system folder, however it is spelled; arguments survive a dash login shell on the server byte for byte."""
 import contextlib
@@ -8,6 +10,7 @@ import getpass
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -218,7 +222,8 @@ def test_unreachable_server_is_one_line(server, tmp_path):
 def test_help_and_bad_settings(tmp_path):
     h = remote_sh(ROOT, tmp_path / "none.env", "help")
     assert h.returncode == 0
-    for word in ("sync", "run", "logs", "status", "fetch", "ENLACE_REMOTE_HOST", "ENLACE_REMOTE_USER",
+    for word in ("sync", "--data", "prepare", "run", "logs", "status", "fetch", "serve", "--stop", "docs/remoto.md",
+                 "ENLACE_REMOTE_HOST", "ENLACE_REMOTE_USER",
                  "ENLACE_REMOTE_PORT", "ENLACE_REMOTE_KEY", "ENLACE_REMOTE_DIR"):
         assert word in h.stdout, word
     example = (ROOT / ".env.example").read_text()
@@ -254,7 +259,15 @@ def test_help_and_bad_settings(tmp_path):
     bad_line = tmp_path / "bad.env"; bad_line.write_text("ENLACE_REMOTE_HOST=h\njust words\n")
     r = remote_sh(ROOT, bad_line, "status")
     assert r.returncode == 2 and r.stderr.strip().endswith("bad.env:2: not a KEY=VALUE line"), r.stderr
-    for args, expect in [(("bogus",), "unknown command"), (("run",), "which config"), (("run", "README.md"), "neither")]:
+    for args, expect in [(("bogus",), "unknown command"), (("run",), "which config"), (("run", "README.md"), "neither"),
+                         (("sync", "--data", "runs/x"), "not under data/"), (("sync", "--data", "data/../etc"), "'..'"),
+                         (("sync", "--data", "data/no-such-folder"), "no such file or folder"),
+                         (("prepare", "--name", "a b"), "may only use"), (("serve",), "which model"),
+                         (("serve", "--port", "http", "m"), "not a port"),
+                         (("serve", "--host", "x;y", "m"), "not an IP"),
+                         (("serve", "m", "--port", "9000"), "put --host, --port, --state before the model"),
+                         (("serve", "m", "--token-file=t"), "set by remote.sh"), (("serve", "--stop", "m"), "no model"),
+                         (("serve", "--bogus", "m"), "unknown option")]:
         r = remote_sh(ROOT, good_env, *args)
         assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and expect in r.stderr, (args, r.stderr)
 
@@ -412,3 +425,148 @@ def test_arguments_survive_a_dash_login_shell(server, tmp_path):
     got = json.loads((rdir / "argv.json").read_text())
     assert got == ["-m", "enlace.train", "configs/runs/smoke-cpu.yaml", *args, "--out", "runs/dash-args"], got
     assert not list(tmp_path.glob("pwned*")), "an argument was run as a command"
+
+
+def wait_for(path: Path, log: Path, timeout=120):
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert time.time() < deadline, log.read_text()[-3000:] if log.exists() else f"no {log}"
+        time.sleep(0.2)
+
+
+@needs_tools
+def test_sync_data_and_prepare_on_the_server(setup, tmp_path):
+    "sync --data sends one folder of data/ (links as files, nothing else of data/); prepare runs the corpus script."
+    repo, env, rdir = setup
+    shards = repo / "data/shards/tiny"
+    shards.mkdir(parents=True)
+    (shards / "train-000.bin").write_bytes(b"\x01\x02" * 100)
+    (tmp_path / "elsewhere.json").write_text('{"linked": true}\n')
+    (shards / "manifest.json").symlink_to(tmp_path / "elsewhere.json")
+    r = ok(remote_sh(repo, env, "sync", "--data", "./data/shards/tiny/"), "sync --data")
+    assert "synced data/shards/tiny" in r.stdout, r.stdout
+    sent = rdir / "data/shards/tiny"
+    assert (sent / "train-000.bin").read_bytes() == b"\x01\x02" * 100
+    assert not (sent / "manifest.json").is_symlink()
+    assert json.loads((sent / "manifest.json").read_text()) == {"linked": True}
+    assert sorted(p.name for p in (rdir / "data").iterdir()) == ["shards"], "sync --data sent more than its folder"
+    assert (rdir / "pyproject.toml").is_file() and not (rdir / "runs").exists()
+
+    # the corpus script on the server, under tmux, on texts that are only there (the server's own folder)
+    texts = tmp_path / "server texts"
+    words = "el niño la señora don Ramón la huerta Madrid la aldea el río comió miró dijo volvió mañana".split()
+    names = ("novela/Galdos_Tristana.txt", "novela/Bazan.txt", "cuentos/Clarin.txt", "cuentos/Pardo.txt", "Miro.txt")
+    for seed, name in enumerate(names):
+        rng = random.Random(seed)
+        (texts / name).parent.mkdir(parents=True, exist_ok=True)
+        (texts / name).write_text("\n\n".join(" ".join(rng.choice(words) for _ in range(40)) + "." for _ in range(40)),
+                                  encoding="utf-8")
+    prep = ("--no-progress", "--val-per-mille", 300)
+    r = ok(remote_sh(repo, env, "prepare", "--from", texts, "--vocab", 300, "--", *prep), "prepare")
+    assert "started 'prepare-data'" in r.stdout and "scripts/remote.sh logs prepare-data" in r.stdout, r.stdout
+    rd = rdir / "runs/prepare-data"
+    wait_for(rd / "remote.exit", rd / "remote.log")
+    log = (rd / "remote.log").read_text()
+    assert (rd / "remote.exit").read_text().strip() == "0", log[-3000:]
+    out = rdir / "data/shards/es"  # what configs/data/corpus.yaml reads
+    assert (out / "manifest.json").is_file() and (out / "tokenizer/tokenizer.json").is_file(), log[-3000:]
+    assert [p.name for p in (rdir / "data/heldout").iterdir()] == ["novela__Galdos_Tristana.txt"]
+    assert len(list((rdir / "data/raw/es").iterdir())) == 4
+    assert "creating .venv" not in log and not (rdir / ".venv").exists(), "prepare made a venv of its own"
+    lg = ok(remote_sh(repo, env, "logs", "--no-follow"), "logs of the prepare").stdout  # the last job started
+    assert "[data] shards:" in lg and "exit 0" in lg, lg
+    st = ok(remote_sh(repo, env, "status"), "status").stdout
+    assert "prepare-data" in st and "done" in st, st
+
+    # the shards step alone, on any source of enlace.prepare
+    r = ok(remote_sh(repo, env, "prepare", "--name", "shards-only", "enlace.prepare", texts, "--out",
+                     "data/shards/cuentos", "--train-tokenizer", 300, *prep), "prepare enlace.prepare")
+    rd = rdir / "runs/shards-only"
+    wait_for(rd / "remote.exit", rd / "remote.log")
+    assert (rd / "remote.exit").read_text().strip() == "0", (rd / "remote.log").read_text()[-3000:]
+    assert "start: python -m enlace.prepare" in (rd / "remote.log").read_text()
+    assert (rdir / "data/shards/cuentos/manifest.json").is_file()
+
+
+def tiny_run(folder: Path) -> Path:
+    "A finished run folder holding a small random model with the chat specials (what enlace.serve needs)."
+    import torch
+    from enlace.checkpoint import export_model
+    from enlace.config import load_layer
+    from enlace.model import Transformer
+    from enlace.tokenizer import Tokenizer
+    torch.manual_seed(0)
+    cfg = load_layer(ROOT / "configs/model/smoke.yaml", "model")
+    path = export_model(Transformer(cfg), folder, Tokenizer.bytes())
+    (folder / "summary.json").write_text(json.dumps({"model_file": path.name}))
+    return path
+
+
+@needs_tools
+def test_serve_a_run_to_the_network_and_stop_it(setup):
+    "serve: a run on the server behind its token, in tmux (not under SSH); status, logs, a second serve, --stop."
+    from conftest import get
+    repo, env, rdir = setup
+    ok(remote_sh(repo, env, "sync"), "sync")
+    tiny_run(rdir / "runs/tiny-sft")
+    port = free_port()
+    r = remote_sh(repo, env, "serve", "--host", "127.0.0.1", "--port", port, "tiny-sft", "--person", "Ana", timeout=300)
+    ok(r, "serve")
+    url = f"http://127.0.0.1:{port}"
+    token = (rdir / "serve/token").read_text().strip()
+    assert len(token) == 48 and (rdir / "serve/token").stat().st_mode & 0o077 == 0
+    try:
+        assert f"ENLACE at {url}/" in r.stdout and f"token: {token}" in r.stdout, r.stdout
+        assert f"open {url}/ on the home network" in r.stdout and "serve --stop" in r.stdout, r.stdout
+        assert get(url + "/health", token)[0] == 200
+        assert get(url + "/v1/models")[0] == 401  # the token guards everything but the page
+        with urllib.request.urlopen(url + "/", timeout=10) as page:
+            assert page.status == 200 and "Clave de acceso" in page.read().decode()
+
+        # it lives under the tmux server, not under the SSH session that started it
+        pid = int((rdir / "serve/home/remote.pid").read_text())
+        chain = []
+        while pid > 1:
+            chain.append(Path(f"/proc/{pid}/comm").read_text().strip())
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert any(c.startswith("tmux") for c in chain) and "sshd" not in chain, chain
+
+        again = remote_sh(repo, env, "serve", "--host", "127.0.0.1", "--port", free_port(), "tiny-sft")
+        assert again.returncode == 1 and "service 'home' is already running" in again.stderr, again.stderr
+        st = ok(remote_sh(repo, env, "status"), "status").stdout
+        assert "service home" in st and "running" in st and f"ENLACE at {url}/" in st, st
+        lg = ok(remote_sh(repo, env, "logs", "--serve", "--no-follow"), "logs --serve").stdout
+        assert f"ENLACE at {url}/" in lg and "Ana" in lg.splitlines()[-1], lg
+
+        # a later sync --delete never touches the family's state or the token on the server
+        ok(remote_sh(repo, env, "sync", "--delete"), "sync --delete")
+        assert (rdir / "serve/token").read_text().strip() == token and (rdir / "state").is_dir()
+    finally:
+        stop = remote_sh(repo, env, "serve", "--stop")
+    ok(stop, "serve --stop")
+    assert "stopped service 'home'" in stop.stdout, stop.stdout
+    assert (rdir / "serve/home/remote.exit").read_text().strip() == "0", (rdir / "serve/home/remote.log").read_text()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url + "/health", timeout=5)
+    r = remote_sh(repo, env, "serve", "--stop")
+    assert r.returncode == 1 and "no service 'home' is running" in r.stderr, r.stderr
+
+
+@needs_tools
+def test_serve_refusals_are_one_line(setup):
+    "A model that is not there, and a service that cannot start (its port taken): one line, exit 1, nothing running."
+    repo, env, rdir = setup
+    ok(remote_sh(repo, env, "sync"), "sync")
+    r = remote_sh(repo, env, "serve", "--host", "127.0.0.1", "--port", free_port(), "no-such-run")
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "no run 'no-such-run'" in r.stderr, r.stderr
+    tiny_run(rdir / "runs/tiny-sft")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = remote_sh(repo, env, "serve", "--name", "taken", "--host", "127.0.0.1", "--port", port, "runs/tiny-sft",
+                      timeout=300)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, (r.returncode, r.stderr)
+    assert "the service did not start: error: cannot listen on 127.0.0.1" in r.stderr, r.stderr
+    st = ok(remote_sh(repo, env, "status"), "status").stdout
+    assert "service taken" in st and "failed (exit 2)" in st, st

@@ -109,6 +109,9 @@ def test_hardware_error_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "needs a CUDA GPU but none is visible" in r.stderr
     assert not (tmp_path / "metrics.jsonl").exists()
+    assert not (tmp_path / ".lock").exists()  # a refused run leaves no lock behind...
+    r = run(tmp_path / "new", "hardware=turing-2060")
+    assert r.returncode == 2 and not (tmp_path / "new").exists()  # ...nor a folder it created
 
 
 SHORT = ["train.max_steps=8", "train.ckpt_every=2", "train.warmup_steps=2", "train.eval_every=4"]

@@ -196,6 +196,28 @@ def test_an_untrusted_search_result_cannot_change_the_household(live):
     assert len(s.home.person("ana").memories()) == 1
 
 
+# each bad sampling value: (the chat CLI's flag, its text, the request's field, its JSON value)
+BAD_SAMPLING = [
+    ("--temperature", "-1", "temperature", -1), ("--temperature", "1e-300", "temperature", 1e-300),
+    ("--temperature", "3", "temperature", 3), ("--top-p", "0", "top_p", 0), ("--top-p", "1.5", "top_p", 1.5),
+    ("--top-k", "0", "top_k", 0), ("--max-tokens", "0", "max_tokens", 0), ("--seed", str(2**64), "seed", 2**64),
+    ("--seed", "-1", "seed", -1), ("--max-tool-calls", "-1", "max_tool_calls", -1),
+    ("--max-tool-calls", "99", "max_tool_calls", 99),
+]
+
+
+def test_the_chat_cli_and_the_service_refuse_each_bad_sampling_value_with_the_same_line(live, cli, tmp_path):
+    s = live(Babbler())
+    for flag, text, field, value in BAD_SAMPLING:
+        r = httpx.post(f"{s.url}/v1/chat/completions", json={"messages": hi(), field: value}, timeout=30)
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == field, (field, value, r.text)
+        # the sampling check comes before the model is loaded: no model file is needed to see the refusal
+        c = cli("enlace.chat", tmp_path / "no-model.safetensors", flag, text, "--once", "hola")
+        assert c.returncode == 2 and c.stderr.strip() == f"error: {err['message']}", (flag, text, c.stderr)
+        assert err["message"].startswith(f"{field}: ") and " no vale; usa " in err["message"], err["message"]
+
+
 def test_bad_requests_are_one_line_4xx_json_errors(live):
     s = live(Babbler(), token="a-token-of-at-least-16")
     auth = {"Authorization": "Bearer a-token-of-at-least-16"}
@@ -205,12 +227,13 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
         (dict(content=b"{not json", headers=raw), 400, "not JSON"),
         (dict(json={"messages": [{"role": "wizard", "content": "x"}]}, headers=auth), 400, "messages.0.role"),
         (dict(json={"messages": []}, headers=auth), 400, "at least 1 item"),
-        (dict(json={"messages": hi(), "max_tokens": 10**9}, headers=auth), 400, "over this server's limit"),
+        (dict(json={"messages": hi(), "max_tokens": 10**9}, headers=auth), 400, "max_tokens: 1000000000 no vale"),
+        (dict(json={"messages": hi(), "max_tokens": 10**4}, headers=auth), 400, "over this server's limit"),
         (dict(json={"messages": hi(), "user": "nadie"}, headers=auth), 400, "unknown household member 'nadie'"),
         (dict(json={"messages": hi(), "model": "gpt-9"}, headers=auth), 404, "not served here"),
         (dict(content=b" " * (MAX_BODY + 10), headers=raw), 413, "over"),
         (dict(json={"messages": hi(), "seed": 10**30}, headers=auth), 400, "seed"),
-        (dict(json={"messages": hi(), "temperature": 1e-300}, headers=auth), 400, "temperature: use 0"),
+        (dict(json={"messages": hi(), "temperature": 1e-300}, headers=auth), 400, "temperature: 1e-300 no vale; usa 0"),
         (dict(json={"messages": hi("x" * 3000)}, headers=auth), 400, "the last message is too long"),
         (dict(json={"messages": hi() * 201}, headers=auth), 400, "is over 200"),
         (dict(content=b"[" * 100000, headers=raw), 400, "not JSON"),

@@ -67,7 +67,9 @@ def test_finish_reports_the_assistant_figures(tmp_path, base):
     r = sft(tmp_path, base, "train.max_steps=5")
     assert r.returncode == 0, r.stderr
     cfg = load_config(ROOT / "configs/runs/sft-smoke-cpu.yaml", [f"init_from={base}", *SMALL, "train.max_steps=5"])
-    s = finish_run(tmp_path, cfg, tiny=True, tracking=False, log=lambda m: None)
+    tok = load_model(base)[1]  # fine-tuning keeps the base's tokenizer: the one the trainer hands to the report
+    s = finish_run(tmp_path, cfg, tok, tiny=True, tracking=False, log=lambda m: None)
+    assert "shrunk" not in s  # no time budget given: the whole (tiny) evaluation
     assert {"heldout.tool_choice", "heldout.arguments"} <= set(s["metrics"])
     assert 0 <= s["metrics"]["heldout.tool_choice"] <= 1 and s["assistant"]["n"] == 64
     assert s["memory"]["n"] == 64 and 0 < s["memory"]["recall_n"] < 64  # the memory block, measured on its own
@@ -77,6 +79,21 @@ def test_finish_reports_the_assistant_figures(tmp_path, base):
     assert man["chat_template"].startswith("{{- '<|bos|>'") and man["init_from"] == str(base)
     dropped = json.loads((tmp_path / "data.json").read_text())["dropped"]  # train.seq_len=256 here: some do not fit
     assert dropped["train"] > 0 and json.loads((tmp_path / "summary.json").read_text())["dropped"] == dropped
+
+
+def test_a_run_by_time_keeps_time_for_its_report_and_says_what_it_shrank(tmp_path, base):
+    "train.time_budget_s bounds the whole run: training stops early for the report, whose evaluation shrinks to fit."
+    cmd = [sys.executable, "-m", "enlace.train", "configs/runs/sft-smoke-cpu.yaml", f"init_from={base}", *SMALL,
+           "train.max_steps=100000", "train.time_budget_s=12", "--out", str(tmp_path), "--no-progress"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "time budget 12 s: training until 9 s, 3 s kept for the report" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["elapsed_s"] < 12  # training stopped inside the budget, with the report's share left
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["shrunk"][0].startswith("tool choice: ") and s["shrunk"][0].endswith(
+        " of 1000 held-out conversations (train.time_budget_s)"), s["shrunk"]
+    assert s["assistant"]["n"] < 1000 and "report: evaluation shrunk to fit train.time_budget_s" in r.stderr
+    assert not (tmp_path / ".lock").exists()  # the folder is released, and its lock file goes with it
 
 
 def test_conversations_folder_and_its_refusals(tmp_path, base):

@@ -24,12 +24,13 @@ from urllib.parse import parse_qs, urlsplit
 _log = logging.getLogger(__name__)
 
 from ...common import cache_dir as common_cache_dir, run_cli
+from ...tools import ToolError
 
 # %% auto #0
 __all__ = ['BACKENDS', 'TIMEOUT', 'MIN_INTERVAL', 'TTL', 'MAX_RESULTS', 'TITLE_MAX', 'SNIPPET_MAX', 'URL_MAX', 'TOTAL_MAX',
            'NOTICE', 'INSTALL_HINT', 'WEB_SEARCH_SCHEMA', 'SearchError', 'plain_text', 'clean_url', 'clean_results',
            'wrap', 'cache_dir', 'cache_key', 'cache_get', 'cache_put', 'wait_turn', 'ddgs_reason', 'ddgs_backend',
-           'default_backends', 'web_search', 'format_results', 'main']
+           'default_backends', 'web_search', 'tool_search', 'format_results', 'main']
 
 # %% ../../../nbs/50_search.ipynb #f140ccd6
 BACKENDS = ("duckduckgo", "brave", "mojeek")  # ddgs text engines, tried in this order; never "auto"
@@ -251,6 +252,15 @@ def web_search(
             return wrap(query, region, name, results, cached=False)
         errors.append(f"{name}: no usable results")
     raise SearchError("; ".join(errors) or "no search backends")
+
+# %% ../../../nbs/50_search.ipynb #23ca2bfa
+def tool_search(query: str) -> dict:
+    "The household's `web_search` tool (registered in `enlace.tools.SEARCH`): the top 3 results, title and snippet."
+    try:
+        res = web_search(query, n=3)
+    except SearchError as e:
+        raise ToolError(str(e)) from None
+    return {"results": [{"title": r["title"], "snippet": r["snippet"]} for r in res["results"][:3]]}
 
 # %% ../../../nbs/50_search.ipynb #b9b41b1e
 WEB_SEARCH_SCHEMA = {

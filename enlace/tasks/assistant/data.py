@@ -14,10 +14,10 @@ __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'NOISE_P', 'TEM
            'RECALL_TEMPLATES', 'RECALL_ANSWERS', 'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template',
            'template_split', 'render', 'Ctx', 'Turn', 'join_es', 'build_calculator', 'build_datetime_now',
            'build_list_add', 'build_list_show', 'build_list_remove', 'build_reminder_add', 'build_reminder_list',
-           'build_memory_save', 'build_memory_search', 'build_memory_forget', 'build_web_search', 'conjugation_rows',
-           'build_none', 'prev_ok', 'build', 'conversation', 'Fact', 'recall_fact', 'recall_answer', 'distractors',
-           'add_memories', 'recall_conversation', 'memory_variant', 'conversations', 'embedded_texts', 'embedded_key',
-           'embedded_tokenizer']
+           'build_memory_save', 'build_memory_search', 'build_memory_forget', 'build_web_search',
+           'conjugation_examples', 'conjugation_rows', 'build_none', 'prev_ok', 'build', 'conversation', 'Fact',
+           'recall_fact', 'recall_answer', 'distractors', 'add_memories', 'recall_conversation', 'memory_variant',
+           'conversations', 'embedded_texts', 'embedded_key', 'embedded_tokenizer']
 
 # %% ../../../nbs/33_assistant.ipynb #16c477d1
 import copy
@@ -29,9 +29,9 @@ import string
 from dataclasses import dataclass, field
 
 from ...conversation import with_memories
-from ...household import DEFAULT_ZONE, parse_when, when_text, zone
-from ..conjugations.corpus import examples
-from ...tools import MONTHS, WEEKDAYS, ToolError, calculator, result_text
+from ...dataloader import task_hook
+from ...household import DEFAULT_ZONE, MONTHS, WEEKDAYS, parse_when, when_text, zone
+from ...tools import ToolError, calculator, result_text
 
 # %% ../../../nbs/33_assistant.ipynb #c5513ecd
 TOOLS = (
@@ -1554,10 +1554,15 @@ def build_web_search(c: Ctx, t: Template) -> Turn:
     return Turn({"q": query}, {"query": query}, result, answer, keys, {"intent": "web_search", "query": query})
 
 # %% ../../../nbs/33_assistant.ipynb #6dd8fdb6
+def conjugation_examples() -> list[dict[str, str]]:
+    "The conjugations wing's examples, reached through the core's task registry: wings never import each other."
+    return task_hook("conjugations", "examples")()
+
+
 @functools.lru_cache(maxsize=None)
 def conjugation_rows(split: str) -> tuple:
     "Return the conjugation corpus rows of one split."
-    return tuple(r for r in examples() if r["split"] == split)
+    return tuple(r for r in conjugation_examples() if r["split"] == split)
 
 
 def build_none(c: Ctx, t: Template) -> Turn:
@@ -2137,7 +2142,7 @@ EMBEDDED_SOURCES = (  # the code that writes those texts and learns from them
 def embedded_texts(n: int = EMBEDDED_CONVERSATIONS) -> list[str]:
     "What the embedded tokenizer learns from: the conjugation corpus's training lines and `n` training conversations."
     b = Tokenizer.bytes()
-    lines = [r["line"] + "\n" for r in examples() if r["split"] == "train"]
+    lines = [r["line"] + "\n" for r in conjugation_examples() if r["split"] == "train"]
     return lines + [b.decode(render_conversation(c, b)[0]) for c in conversations(n, "train", seed=0)]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...chat import Chat
-from ...common import atomic_write
+from ...common import atomic_write, in_time
 from enlace.conversation import (
     CHAT_TEMPLATE,
     check_chat_tokenizer,
@@ -23,22 +23,23 @@ from enlace.conversation import (
     render_prompt,
     require_chat,
 )
-from ...engine import Engine
+from ...dataloader import Data, Figures
+from ...engine import Engine, Sampling
 from .data import conversations
 from ...tokenizer import END, Tokenizer
 from ...tools import ToolContext, ToolError, calculator, result_text
 
 # %% auto #0
-__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT', 'make_data',
-           'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score', 'transcript',
-           'transcript_markdown', 'tool_scores', 'finish']
+__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT', 'CHUNK',
+           'make_data', 'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score',
+           'transcript', 'transcript_markdown', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 # 1 000 held-out conversations: a standard error of 0.7 points on a tool choice near 95 % (300 gave 1.3)
 TRAIN_CONVERSATIONS, VAL_CONVERSATIONS, EVAL_CONVERSATIONS = 20_000, 256, 1000
 
 
-def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=None) -> dict:
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer, log=None) -> Data:
     "The task's loaders (see `enlace.dataloader.make_data`): masked conversation rows."
     require_chat(tokenizer, cfg)  # before 20 000 conversations are generated
     train = conversations(TRAIN_CONVERSATIONS, "train", seed=cfg.train.seed)
@@ -182,11 +183,12 @@ def transcript(model, tok: Tokenizer, requests=TRANSCRIPT, clock=None, max_token
     "Each request answered by `Chat` with the real tools (a temporary household): [{'user', 'reply', 'tool_calls'}]."
     out = []
     with tempfile.TemporaryDirectory(prefix="enlace-transcript-") as state:
-        chat = Chat(model, tok, ToolContext(state_dir=Path(state), clock=clock), max_tokens=max_tokens)
+        ctx = ToolContext(state_dir=Path(state), clock=clock)
+        chat = Chat(model, tok, ctx, sampling=Sampling(max_tokens=max_tokens))
         for text in requests:
             chat.reset()
             r = chat.reply(text)
-            out.append({"user": text, "reply": r["reply"], "tool_calls": r["tool_calls"]})
+            out.append({"user": text, "reply": r.reply, "tool_calls": r.tool_calls})
     return out
 
 
@@ -202,31 +204,60 @@ def transcript_markdown(turns: list[dict]) -> str:
     return "\n".join(lines)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
-def tool_scores(model, tokenizer: Tokenizer, limit: int | None = None, seed: int = 2, max_tokens: int = 200) -> dict:
+# Conversations per generation call when a time budget cuts the evaluation: small enough that the first one
+# ends within seconds on a CPU, big enough that batched generation still pays
+CHUNK = 16
+
+
+def tool_scores(
+    model,
+    tokenizer: Tokenizer,
+    limit: int | None = None,
+    seed: int = 2,
+    max_tokens: int = 200,
+    seconds: float | None = None,
+) -> dict:
     "Held-out tool choice, arguments and answers (see `score`); also the `tools` task of `python -m enlace.eval`."
     check_chat_tokenizer(tokenizer)
     convs = conversations(limit or EVAL_CONVERSATIONS, "heldout", seed=seed)  # a run reports with train.seed + 2
-    return score(convs, generate_turns(model.eval(), tokenizer, convs, max_tokens, progress=True))
+    generate = lambda cs: generate_turns(model.eval(), tokenizer, cs, max_tokens, progress=seconds is None)
+    turns = in_time(convs, generate, seconds, CHUNK)
+    return score(convs[: len(turns)], turns)
 
 
-def finish(run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None) -> dict:
+def finish(
+    run_dir, cfg, model, tokenizer: Tokenizer, limit: int | None = None, seconds: float | None = None
+) -> Figures:
     "The task's report (see `enlace.report.finish_run`): held-out tool choice, arguments, answers; a transcript."
     run_dir, model = Path(run_dir), model.eval()
     check_chat_tokenizer(tokenizer)
-    max_tokens = 48 if limit else 200  # a test's untrained model never ends its answers: keep them short
-    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens)
+    # a test's untrained model never ends its answers: keep them short
+    max_tokens = 48 if limit else 200
+    # with a time budget: most of it to the tool choice, the headline figure; the rest to memory and the transcript
+    share = lambda f: None if seconds is None else f * seconds
+    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens, share(0.6))
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
     mem = memory_conversations(limit or MEMORY_CONVERSATIONS, seed=cfg.train.seed + 3)
-    memory = memory_score(mem, generate_turns(model, tokenizer, mem, max_tokens, progress=True))
-    turns = transcript(model, tokenizer, TRANSCRIPT[:3] if limit else TRANSCRIPT, max_tokens=max_tokens)
+    generate = lambda cs: generate_turns(model, tokenizer, cs, max_tokens, progress=seconds is None)
+    mem_turns = in_time(mem, generate, share(0.25), CHUNK)
+    memory = memory_score(mem[: len(mem_turns)], mem_turns)
+    requests = list(TRANSCRIPT[:3] if limit else TRANSCRIPT)
+    turns = in_time(requests, lambda rs: transcript(model, tokenizer, rs, max_tokens=max_tokens), share(0.15), 1)
     atomic_write(run_dir / "transcript.md", transcript_markdown(turns))
     metrics = {f"heldout.{k}": res[k] for k in ("tool_choice", "arguments", "answer") if res[k] is not None}
     metrics |= {
         f"heldout.memory_{k}": memory[k] for k in ("recall_answer", "ignore_tool_choice") if memory[k] is not None
     }
-    return {
-        "metrics": metrics,
-        "summary": {"assistant": res, "memory": memory, "transcript": turns},
-        "manifest": {"chat_template": CHAT_TEMPLATE},
-        "artifacts": [run_dir / "assistant.csv", run_dir / "transcript.md"],
+    asked = {
+        "tool choice": (res["n"], limit or EVAL_CONVERSATIONS, "held-out conversations"),
+        "memory": (memory["n"], len(mem), "conversations with a memory block"),
+        "transcript": (len(turns), len(requests), "requests"),
     }
+    shrunk = [f"{what}: {n} of {of} {unit}" for what, (n, of, unit) in asked.items() if n < of]
+    return Figures(
+        metrics,
+        {"assistant": res, "memory": memory, "transcript": turns},
+        manifest={"chat_template": CHAT_TEMPLATE},
+        artifacts=[run_dir / "assistant.csv", run_dir / "transcript.md"],
+        shrunk=shrunk,
+    )

@@ -871,7 +871,7 @@ import numpy as np
 
 from ...config import ConfigError
 from ...conversation import length_groups, render as render_conversation
-from ...dataloader import Loader, pad_batch, task_hook
+from ...dataloader import Data, Loader, pad_batch, task_hook
 from ...tokenizer import Tokenizer
 
 
@@ -919,7 +919,7 @@ def micro_batches(lines: list, convs: list, micro_batch: int, seed: int) -> list
     return [b for b in batches if len(b) == micro_batch]
 
 
-def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
+def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> Data:
     "The task's loaders (see `enlace.dataloader.make_data`): lines of tokens, padded, the held-out split as val."
     rows = examples()
     lines = {s: [r["line"] for r in rows if r["split"] == s] for s in ("train", "heldout")}
@@ -933,12 +933,9 @@ def make_data(cfg, micro_batch: int, tokenizer: Tokenizer) -> dict:
         train_loader = Loader(len(batches), lambda idx: pad_batch(batches[idx[0]]), 1, seed)
     else:
         train_loader = Loader(len(train), lambda idx: pad_batch([train[i] for i in idx]), micro_batch, seed)
-    return {
-        "train": train_loader,
-        "val": Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False),
-        "tokenizer": tokenizer,  # bytes, or the embedded tasks' BPE (data.tokenizer_vocab): TASKS says so
-        "bytes_per_token": n_bytes / sum(len(x) for x in val),
-    }
+    val_loader = Loader(len(val), lambda idx: pad_batch([val[i] for i in idx]), micro_batch, seed, shuffle=False)
+    # the tokenizer: bytes, or the embedded tasks' BPE (data.tokenizer_vocab), as TASKS says
+    return Data(train_loader, val_loader, tokenizer, bytes_per_token=n_bytes / sum(len(x) for x in val))
 
 # %% ../../../nbs/30_conjugations.ipynb #e41fd13f
 if __name__ == "__main__" and "__file__" in globals():
