@@ -22,12 +22,13 @@ from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PROMPTS', 'SHORT_CARD', 'text_figures', 'finish_run']
+__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'text_figures', 'finish_run']
 
 # %% ../nbs/14_report.ipynb #2f66c7cf
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
-# the card's size per task when a time budget leaves the report little time (the tiny mode's size)
-SHORT_CARD = 16
+# the card's size per task when a time budget leaves the report little time (the tiny mode's size); the whole card
+# of pretrain-cpu takes 23-27 s on 2 cores (docs/LOG.md), so it runs whole when twice that is left
+SHORT_CARD, FULL_CARD_S = 16, 60.0
 
 
 def text_figures(
@@ -42,6 +43,7 @@ def text_figures(
     log=print,
 ) -> Figures:
     "Held-out bits per byte of each file in `heldout`, sampled continuations of `prompts`, and the evaluation card."
+    start = time.perf_counter()
     share = lambda f: None if seconds is None else f * seconds
     scores = in_time(list(heldout), lambda ps: [score_file(model, man, tok, p) for p in ps], share(0.5), chunk=1)
     go_on = lambda ps: complete(Engine(model, tok), ps, max_tokens=max_tokens)
@@ -52,7 +54,7 @@ def text_figures(
         shrunk.append(f"held-out text: {len(scores)} of {len(heldout)} files")
     if len(samples) < len(prompts):
         shrunk.append(f"samples: {len(samples)} of {len(prompts)} prompts")
-    if seconds is not None and limit is None:
+    if seconds is not None and limit is None and seconds - (time.perf_counter() - start) < FULL_CARD_S:
         limit = SHORT_CARD
         shrunk.append(f"evaluation card: {SHORT_CARD} items per task")
     # the card (enlace.eval): its bpb is that of the files just scored; the rest with the data found here

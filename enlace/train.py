@@ -373,10 +373,11 @@ class Run:
     elapsed: float = 0.0
     # consecutive steps whose gradients overflowed in fp16 (the GradScaler skipped them)
     skips: int = 0
+    # the model's parameters, listed once: every step clips their gradients
+    params: list[torch.nn.Parameter] = field(init=False)
 
-    @property
-    def params(self) -> list[torch.nn.Parameter]:
-        return list(self.model.parameters())
+    def __post_init__(self):
+        self.params = list(self.model.parameters())
 
 
 def open_run(cfg: RunConfig, out_dir: Path, fresh: bool, log, rank: int = 0, world: int = 1, local: int = 0) -> Run:
