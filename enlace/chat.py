@@ -24,7 +24,7 @@ from .household import DEFAULT_ZONE, FAMILY, Household
 from .model import Transformer
 from .tokenizer import ASSISTANT, END, SYSTEM, USER, StreamDecoder, Tokenizer
 from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END
-from .tools import TOOLS, ToolContext, engine_tools, zone
+from .tools import TOOLS, ToolContext, clarify, engine_tools, zone
 
 # %% auto #0
 __all__ = ['MAX_RECALL', 'HELP', 'fit_prompt', 'StopText', 'Ask', 'Answer', 'answer', 'Chat', 'parser', 'sampling_of', 'repl',
@@ -116,10 +116,14 @@ def answer(engine: Engine, ask: Ask) -> Answer:
             f"the last message is too long: {len(prompt)} tokens for a context of {max_len}; say it shorter"
         )
     before = len(shown) - dropped
-    hook, record = engine_tools(tok, ask.ctx)
+    heard = "\n".join(
+        m["content"] for m in messages if m["role"] in ("user", "tool") and isinstance(m.get("content"), str)
+    )
+    hook, record = engine_tools(tok, ask.ctx, heard=heard)  # a write needs words that were said (`ungrounded`)
     end = tok.special(END)
     opens = {tok.special(TOOL_CALL), tok.special(TOOL_RESULT)}
-    closes = {tok.special(TOOL_CALL_END), tok.special(TOOL_RESULT_END)}
+    result_end = tok.special(TOOL_RESULT_END)
+    closes = {tok.special(TOOL_CALL_END), result_end}
     headers = {tok.special(SYSTEM), tok.special(USER), tok.special(ASSISTANT)}
     specials = set(tok.specials.values())
     budget = min(ask.sampling.max_tokens, max_len - len(prompt))
@@ -136,8 +140,8 @@ def answer(engine: Engine, ask: Ask) -> Answer:
                 reason = "stop"
                 break
             new.append(tokens[0])
-            if tokens[0] == end:
-                reason = "stop"
+            if tokens[0] == end or (tokens[0] == result_end and any(r.get("ungrounded") for r in record)):
+                reason = "stop"  # a write on a guess ends the answer: the person is asked instead (below)
                 break
             inside += (tokens[0] in opens) - (tokens[0] in closes)
             if not inside and tokens[0] not in specials:  # the person reads text, never a special
@@ -159,6 +163,13 @@ def answer(engine: Engine, ask: Ask) -> Answer:
     if text.hit:  # the conversation keeps the answer as the person saw it: cut at the stop string
         added = [m for m in added if m["role"] != "assistant" or m.get("tool_calls")]
         added.append({"role": "assistant", "content": text.text})
+    guessed = [r["name"] for r in record if r.get("ungrounded")]
+    if guessed:  # never a made-up fact: the person is asked what exactly to write
+        question = clarify(guessed[0])
+        added = [m for m in added if m["role"] != "assistant" or m.get("tool_calls")]
+        added.append({"role": "assistant", "content": question})
+        if ask.on_text:
+            ask.on_text(question)
     reply = "".join(m["content"] for m in added if m["role"] == "assistant").strip()
     calls = [{k: r[k] for k in ("name", "arguments", "result")} for r in record]
     return Answer(reply, calls, memories, added, dropped, reason, len(prompt), len(new))

@@ -149,6 +149,7 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
         "make_data": "enlace.tasks.assistant.evaluate:make_data",
         "finish": "enlace.tasks.assistant.evaluate:finish",
         "tool_scores": "enlace.tasks.assistant.evaluate:tool_scores",  # eval's tools task
+        "natural_scores": "enlace.tasks.assistant.evaluate:natural_scores",  # eval's assistant-natural task
     },
     "conversations": {  # not a wing: conversations JSONL, the chat format's own loader
         "tokenizer": "init_from",

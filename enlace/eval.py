@@ -41,10 +41,10 @@ class EvalError(ValueError):
     "An evaluation that cannot run as asked (task, data file, model); the message is one line and names the fix."
 
 # %% auto #0
-__all__ = ['HELDOUT', 'STORIES', 'CHANCE', 'REPO', 'STORY_COLUMNS', 'TASKS', 'DEFAULT_DATA', 'HEADLINE', 'data_path', 'EvalError',
-           'encode_pair', 'loglikelihoods', 'read_stories', 'multiple_choice', 'text_files', 'pooled_bpb', 'task_bpb',
-           'task_xstorycloze', 'read_pairs', 'task_minimal_pairs', 'task_tools', 'parse_tasks', 'default_tasks', 'card',
-           'card_metrics', 'card_rows', 'main']
+__all__ = ['HELDOUT', 'STORIES', 'CHANCE', 'REPO', 'STORY_COLUMNS', 'TASKS', 'CHAT_TASKS', 'DEFAULT_DATA', 'HEADLINE',
+           'data_path', 'EvalError', 'encode_pair', 'loglikelihoods', 'read_stories', 'multiple_choice', 'text_files',
+           'pooled_bpb', 'task_bpb', 'task_xstorycloze', 'read_pairs', 'task_minimal_pairs', 'task_tools',
+           'task_assistant_natural', 'parse_tasks', 'default_tasks', 'card', 'card_metrics', 'card_rows', 'main']
 
 # %% ../nbs/13_eval.ipynb #6b0b8b27
 def encode_pair(tok: Tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -229,8 +229,32 @@ def task_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = 
     scores = task_hook("assistant", "tool_scores")(model, tok, limit, seed)
     return {k: scores[k] for k in ("tool_choice", "arguments", "answer", "n") if scores[k] is not None}
 
+
+def task_assistant_natural(
+    model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32
+) -> dict:
+    "The assistant on requests written apart from its templates: tool choice, arguments, abstention, writes on a guess."
+    if "chat_template" not in man:
+        raise EvalError(
+            f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop assistant-natural"
+        )
+    if path is not None and not Path(path).is_file():
+        raise EvalError(f"{path}: not found; name the requests' JSONL (one request written apart per line)")
+    try:
+        scores = task_hook("assistant", "natural_scores")(model, tok, limit, path=path)
+    except ValueError as e:  # a row of the requests file that does not hold: its line, in one line
+        raise EvalError(str(e)) from None
+    return {k: v for k, v in scores.items() if k != "per_intent" and v is not None}
+
 # %% ../nbs/13_eval.ipynb #5146e88c
-TASKS = {"bpb": task_bpb, "xstorycloze": task_xstorycloze, "minimal-pairs": task_minimal_pairs, "tools": task_tools}
+TASKS = {
+    "bpb": task_bpb,
+    "xstorycloze": task_xstorycloze,
+    "minimal-pairs": task_minimal_pairs,
+    "tools": task_tools,
+    "assistant-natural": task_assistant_natural,
+}
+CHAT_TASKS = ("tools", "assistant-natural")  # the card of a chat model adds these
 DEFAULT_DATA = {"bpb": HELDOUT, "xstorycloze": STORIES}  # tasks whose default data lives beside the code
 
 
@@ -247,8 +271,8 @@ def parse_tasks(spec: str) -> list[tuple[str, str | None]]:
 
 def default_tasks(man: dict) -> list[tuple[str, str | None]]:
     "The card of a model: every text task whose default data is here, and the tools for a chat model."
-    names = [n for n in TASKS if n != "tools" and data_path(DEFAULT_DATA.get(n, ".")).exists()]
-    return [(n, None) for n in names + (["tools"] if "chat_template" in man else [])]
+    names = [n for n in TASKS if n not in CHAT_TASKS and data_path(DEFAULT_DATA.get(n, ".")).exists()]
+    return [(n, None) for n in names + (list(CHAT_TASKS) if "chat_template" in man else [])]
 
 
 def card(
@@ -266,7 +290,16 @@ def card(
     return {**scored, **{name: TASKS[name](model, tok, man, path, limit, batch) for name, path in todo}}
 
 
-HEADLINE = ("bpb", "acc", "acc_norm", "tool_choice", "arguments", "answer")  # what a run's metrics carry
+HEADLINE = (
+    "bpb",
+    "acc",
+    "acc_norm",
+    "tool_choice",
+    "arguments",
+    "answer",
+    "abstention",
+    "ungrounded_attempted",
+)  # what a run's metrics carry
 
 
 def card_metrics(result: dict) -> dict:
@@ -293,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     "CLI: the Spanish evaluation card of MODEL_FILE (exit 2 with one line on a bad task, file or model)."
     ap = argparse.ArgumentParser(
         prog="python -m enlace.eval",
-        description="Zero-shot log-likelihood evaluation: bpb, XStoryCloze-es, minimal pairs, tool choice.",
+        description=(
+            "Zero-shot log-likelihood evaluation: bpb, XStoryCloze-es, minimal pairs; the assistant on held-out "
+            "templates (tools) and on requests written apart (assistant-natural)."
+        ),
     )
     ap.add_argument("model", help="model file (model-<hash>.safetensors) or its run folder")
     ap.add_argument("--tasks", help=f"TASK[=PATH],... of {', '.join(TASKS)} (default: all with data here)")

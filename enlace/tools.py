@@ -11,6 +11,7 @@ import ast
 import json
 import math
 import operator
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -28,9 +29,10 @@ from .household import DEFAULT_ZONE, FAMILY, Household, HouseholdError, Member, 
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['OPS', 'MAX_DIGITS', 'TOOLS', 'SEARCH', 'ToolError', 'format_number', 'calculator', 'Args', 'ExpressionArgs',
-           'QueryArgs', 'ListArgs', 'ListItemsArgs', 'ReminderArgs', 'TextArgs', 'Tool', 'tool_schemas',
-           'default_search', 'ToolContext', 'run_call', 'result_text', 'engine_tools']
+__all__ = ['OPS', 'MAX_DIGITS', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError', 'format_number',
+           'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs', 'ReminderArgs', 'TextArgs',
+           'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'content_words', 'ungrounded', 'clarify',
+           'run_call', 'result_text', 'engine_tools']
 
 # %% ../nbs/19_tools.ipynb #cedac43e
 class ToolError(Exception):
@@ -241,11 +243,85 @@ class ToolContext:
                 self.home = Household(zone=self.zone) if folder is None else Household.open(folder, self.zone)
         return self.home.person(self.person, clock=self.clock)
 
+# %% ../nbs/19_tools.ipynb #b97d3bf9
+_STOPWORDS = frozenset(
+    """a al algo ante con contra de del desde dentro durante e el ella ellas ellos en entre es esa ese eso esta
+    este esto estas estos esta estan este fue ha han hay la las le les lo los me mi mis muy ni no nos o os para
+    pero por que quien se ser si sin sobre son soy su sus suyo te ti tiene tienen tengo tu tus un una unas uno
+    unos y ya yo""".split()
+)
+_NUMBERS = (
+    {
+        w: str(i)
+        for i, w in enumerate(
+            """cero uno dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince dieciseis
+        diecisiete dieciocho diecinueve veinte""".split()
+        )
+    }
+    | {"un": "1", "una": "1", "treinta": "30", "cuarenta": "40", "cincuenta": "50", "sesenta": "60", "cien": "100"}
+)
+_FOLD = str.maketrans("áéíóúüàèìòù", "aeiouuaeiou")
+_TOKEN = re.compile(r"[^\W_]+")
+WRITE_FIELDS = {
+    "list_add": ("items",),
+    "list_remove": ("items",),
+    "reminder_add": ("when", "text"),
+    "memory_save": ("text",),
+    "memory_forget": ("query",),
+}  # the list's name is checked apart
+DEFAULT_LIST = "compra"  # the household's everyday list: naming it needs no word of the person
+
+
+def content_words(text: str) -> list[str]:
+    "The words of `text` that carry content: folded (lower case, no accents), numbers as digits, no stopwords."
+    out = []
+    for w in _TOKEN.findall(text.casefold().translate(_FOLD)):
+        w = _NUMBERS.get(w, w)
+        if w not in _STOPWORDS and (w.isdigit() or len(w) > 1) and w.strip("0"):
+            out.append(w)
+    return out
+
+
+def _same_root(a: str, b: str) -> bool:
+    "Whether two folded words are one word in another form ('alergica'/'alergico', 'cumple'/'cumpleanos')."
+    if a == b:
+        return True
+    if a.isdigit() or b.isdigit():
+        return False
+    common = len(os.path.commonprefix([a, b]))
+    return common >= max(3, min(len(a), len(b)) - 2)
+
+
+def ungrounded(name: str, arguments: dict, heard: str, speaker: str | None = None) -> list[str]:
+    "The content words of a writing call's arguments that nobody said in `heard` (the speaker's name allowed)."
+    if name not in WRITE_FIELDS or not isinstance(arguments, dict):
+        return []
+    said = set(content_words(heard)) | set(content_words(speaker or ""))
+    values = [arguments.get(f) for f in WRITE_FIELDS[name]]
+    if name in ("list_add", "list_remove") and content_words(str(arguments.get("list", ""))) != [DEFAULT_LIST]:
+        values.append(arguments.get("list"))
+    words = [w for v in values for x in (v if isinstance(v, list) else [v]) for w in content_words(str(x or ""))]
+    return list(dict.fromkeys(w for w in words if not any(_same_root(w, s) for s in said)))
+
+
+CLARIFY = {
+    "list_add": "¿Qué quieres que añada exactamente, y a qué lista? Dímelo con tus palabras.",
+    "list_remove": "¿Qué quieres que quite exactamente, y de qué lista?",
+    "reminder_add": "¿Qué quieres que te recuerde exactamente, y cuándo?",
+    "memory_save": "¿Qué quieres que apunte exactamente? Dímelo con tus palabras.",
+    "memory_forget": "¿Qué quieres que olvide exactamente?",
+}
+
+
+def clarify(name: str) -> str:
+    "The question the person reads when a writing call was not grounded in what they said."
+    return CLARIFY.get(name, "¿Qué quieres que haga exactamente? Dímelo con tus palabras.")
+
 # %% ../nbs/19_tools.ipynb #10646f74
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="enlace-tool")
 
 
-def run_call(text: str, ctx: ToolContext, tainted: bool = False) -> tuple[dict | None, dict]:
+def run_call(text: str, ctx: ToolContext, tainted: bool = False, heard: str | None = None) -> tuple[dict | None, dict]:
     "Parse, check and run one call as the model wrote it: (the call, or None when unreadable; the result)."
     try:
         call = json.loads(text)
@@ -261,6 +337,9 @@ def run_call(text: str, ctx: ToolContext, tainted: bool = False) -> tuple[dict |
     if tainted and tool.writes:  # text from outside may be instructions in disguise: nothing changes on its word
         why = "this turn contains web search results (untrusted text)"
         return call, {"error": f"{name} refused: {why}; ask the person to say it again in a new message"}
+    if heard is not None and (guess := ungrounded(name, args, heard, ctx.person)):
+        said = ", ".join(guess)
+        return call, {"error": f"{name} refused: nobody said {said!r}; ask the person what exactly to write"}
     try:
         checked = tool.args.model_validate(args).model_dump()
     except ValidationError as e:
@@ -281,16 +360,28 @@ def result_text(result: dict) -> str:
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 
 
-def engine_tools(tok: Tokenizer, ctx: ToolContext) -> tuple[Callable[[int, list[int]], list[int]], list[dict]]:
-    "The engine's tool hook for one assistant turn of `ctx`, and the record it fills: [{'row', 'name', ...}]."
+def engine_tools(
+    tok: Tokenizer, ctx: ToolContext, heard: str | list[str] | None = None
+) -> tuple[Callable[[int, list[int]], list[int]], list[dict]]:
+    """The engine's tool hook for one assistant turn of `ctx`, and the record it fills: [{'row', 'name', ...}].
+
+    `heard`: what the person said and the tools answered so far (one text, or one per row); with it, a writing
+    call whose words are not in it is refused and marked `ungrounded` in the record (see `ungrounded`)."""
     record = []
     tainted = set()  # rows whose turn has read text from outside: no more writes in it
+    said = None if heard is None else [heard] if isinstance(heard, str) else list(heard)
 
     def hook(row: int, ids: list[int]) -> list[int]:
-        call, result = run_call(tok.decode(ids), ctx, tainted=row in tainted)
+        known = None if said is None else said[0 if len(said) == 1 else row]
+        call, result = run_call(tok.decode(ids), ctx, tainted=row in tainted, heard=known)
         if call is not None and call["name"] in TOOLS and TOOLS[call["name"]].untrusted:
             tainted.add(row)
-        record.append({"row": row, **(call or {"name": None, "arguments": None}), "result": result})
+        entry = {"row": row, **(call or {"name": None, "arguments": None}), "result": result}
+        if call is not None and known is not None and ungrounded(call["name"], call["arguments"], known, ctx.person):
+            entry["ungrounded"] = True
+        elif said is not None and "error" not in result:  # what a tool answered may be named by a later call
+            said[0 if len(said) == 1 else row] += "\n" + result_text(result)
+        record.append(entry)
         return tok.encode(result_text(result), specials=False)
 
     return hook, record

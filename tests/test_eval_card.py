@@ -11,7 +11,7 @@ import yaml
 from enlace.checkpoint import export_model
 from enlace.config import load_layer
 from enlace.conversation import CHAT_TEMPLATE
-from enlace.eval import STORY_COLUMNS, loglikelihoods, read_stories, task_tools
+from enlace.eval import STORY_COLUMNS, EvalError, loglikelihoods, read_stories, task_assistant_natural, task_tools
 from enlace.model import Transformer
 from enlace.tokenizer import Tokenizer, train_tokenizer
 
@@ -93,6 +93,16 @@ def test_tools_task_on_a_chat_model(tmp_path):
     from enlace.eval import default_tasks
 
     assert ("tools", None) in default_tasks(man) and ("tools", None) not in default_tasks({})
+    assert ("assistant-natural", None) in default_tasks(man) and ("assistant-natural", None) not in default_tasks({})
+    got = task_assistant_natural(m, tok, man, limit=3)  # the requests written apart, with the real tools
+    assert got["n"] == 3 and 0 <= got["tool_choice"] <= 1 and got["ungrounded_executed"] == 0
+    bad = tmp_path / "requests.jsonl"
+    bad.write_text('{"id": "x1", "request": "apunta leche", "speaker": "Ana", "intent": "list_add", "tool": "list_add", '
+                   '"args": {"items": ["huevos"]}, "source": "test"}\n', encoding="utf-8")
+    with pytest.raises(EvalError, match=r"requests.jsonl:1: .*'huevos' of items is not in the request"):
+        task_assistant_natural(m, tok, man, path=bad)
+    with pytest.raises(EvalError, match="not found"):
+        task_assistant_natural(m, tok, man, path=tmp_path / "nope.jsonl")
 
 
 @pytest.mark.parametrize(
@@ -104,6 +114,7 @@ def test_tools_task_on_a_chat_model(tmp_path):
         (None, ["--tasks", "bpb,minimal-pair"], "unknown task 'minimal-pair' (did you mean 'minimal-pairs'?)"),
         (None, ["--tasks", "xstorycloze={tmp}/nope.tsv"], "nope.tsv: not found; name the stories' TSV"),
         (None, ["--tasks", "tools"], "not a chat model"),
+        (None, ["--tasks", "assistant-natural"], "not a chat model"),
         (None, ["--limit", "0"], "'0' is not a positive whole number"),
         (None, ["--batch", "0"], "'0' is not a positive whole number"),
         ("empty_ending", ["--tasks", "xstorycloze={tsv}"], "line 2: an empty ending"),

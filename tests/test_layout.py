@@ -17,7 +17,8 @@ PIPELINE = ["config", "common", "backends", "model", "tokenizer", "corpus", "sha
             "checkpoint", "engine", "train", "bpb", "eval", "report", "track", "drift", "conversation", "household", "tools",
             "chat", "serve", "export"]
 WING_NOTEBOOKS = ["tasks.conjugations.corpus", "tasks.conjugations.ngram", "tasks.conjugations.evaluate",
-                  "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.conjugations.pairs", "synth", "agent.tools.search"]
+                  "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.conjugations.pairs", "tasks.assistant.lexicon",
+                  "synth", "agent.tools.search"]
 
 
 def module_name(path: Path) -> str:

@@ -120,6 +120,22 @@ def hi(text="¿cuánto es 2,5 por 4?"):
     return [{"role": "user", "content": text}]
 
 
+def test_a_write_on_a_guess_changes_nothing_through_the_service(live):
+    "Ana says she is allergic to nuts; the model saves a fact about Lucía: refused, Ana reads a question (issue 44)."
+    guess = {"name": "memory_save", "arguments": {"text": "Lucia es alergica a las nueces"}}
+    s = live(Planned([guess], "Hecho."))
+    r = s.client().chat.completions.create(model="test-model", messages=hi("apunta que soy alérgica a las nueces"), user="ana")
+    assert r.choices[0].message.content == "¿Qué quieres que apunte exactamente? Dímelo con tus palabras."
+    (call,) = r.model_extra["enlace"]["tool_calls"]
+    assert "nobody said 'lucia'" in call["result"]["error"]
+    assert s.home.person("ana").memory_search("nueces") == {"results": []}
+    said = {"name": "memory_save", "arguments": {"text": "Ana es alergica a las nueces"}}  # the speaker's name is allowed
+    s2 = live(Planned([said], "Apuntado."))
+    r = s2.client().chat.completions.create(model="test-model", messages=hi("apunta que soy alérgica a las nueces"), user="ana")
+    assert r.choices[0].message.content == "Apuntado."
+    assert s2.home.person("ana").memory_search("nueces") == {"results": ["Ana es alergica a las nueces"]}
+
+
 def test_the_openai_client_works_unchanged(live):
     s = live(Planned([{"name": "calculator", "arguments": {"expression": "2,5*4"}}], "Son 10."))
     client = s.client()

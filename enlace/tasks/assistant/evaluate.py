@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import tempfile
+from datetime import datetime
+from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from ...chat import Chat
-from ...common import atomic_write, in_time
+from ...chat import Chat, fit_prompt
+from ...common import atomic_write, error_line, in_time
 from enlace.conversation import (
     CHAT_TEMPLATE,
     check_chat_tokenizer,
@@ -27,12 +30,15 @@ from ...dataloader import Data, Figures
 from ...engine import Engine, Sampling
 from .data import conversations
 from ...tokenizer import END, Tokenizer
-from ...tools import ToolContext, ToolError, calculator, result_text
+from ...household import Household, zone
+from ...tools import TOOLS, ToolContext, ToolError, calculator, engine_tools, format_number, result_text, ungrounded
 
 # %% auto #0
-__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT', 'CHUNK',
-           'make_data', 'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score',
-           'transcript', 'transcript_markdown', 'tool_scores', 'finish']
+__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT',
+           'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW', 'NATURAL_HEADLINE', 'CHUNK', 'make_data',
+           'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score', 'transcript',
+           'transcript_markdown', 'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context',
+           'natural_turns', 'has_facts', 'natural_score', 'natural_scores', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 # 1 000 held-out conversations: a standard error of 0.7 points on a tool choice near 95 % (300 gave 1.3)
@@ -84,7 +90,9 @@ def generate_turns(
 ) -> list[dict]:
     "The greedy last turn of each conversation, fed the reference tool result: [{'calls': [call], 'reply'}]."
     asked = [_split(c) for c in convs]  # (the messages up to the last request, the reference result)
-    prompts = [render_prompt(msgs, tok) for msgs, _ in asked]
+    # as the chat does: a conversation longer than the model's context loses its oldest exchanges
+    fitted = [fit_prompt(msgs, tok, model.cfg.max_seq_len) for msgs, _ in asked]
+    prompts = [ids for ids, _ in fitted]
     calls = [[] for _ in convs]
 
     def hook(i: int, ids: list[int]) -> list[int]:
@@ -104,7 +112,7 @@ def generate_turns(
     new = Engine(model, tok).generate_batch(prompts, stop=[tok.special(END)], **kw)
     out = []
     for i, (msgs, _) in enumerate(asked):
-        added = parse(prompts[i] + new[i], tok)["messages"][len(msgs) :]
+        added = parse(prompts[i] + new[i], tok)["messages"][len(msgs) - fitted[i][1] :]
         reply = "".join(m["content"] for m in added if m["role"] == "assistant").strip()
         out.append({"calls": calls[i], "reply": reply})
     return out
@@ -203,10 +211,226 @@ def transcript_markdown(turns: list[dict]) -> str:
         lines.append(f"**enlace:** {t['reply']}\n")
     return "\n".join(lines)
 
+# %% ../../../nbs/34_assistant_eval.ipynb #a3300c50
+LONG_TRANSCRIPT = (  # twelve requests in one conversation, never reset, and the tool each one needs
+    ("añade queso rallado y servilletas a la lista de la compra", "list_add"),
+    ("¿cuánto es 45 entre 3?", "calculator"),
+    ("recuérdame el jueves a las 17 recoger el paquete", "reminder_add"),
+    ("¿qué hora es?", "datetime_now"),
+    ("recuerda que la talla de zapato de Irene es la 31", "memory_save"),
+    ("¿qué hay en la lista de la compra?", "list_show"),
+    ("busca el horario del museo del Prado", "web_search"),
+    ("¿qué recordatorios tengo?", "reminder_list"),
+    ("quita las servilletas de la lista de la compra", "list_remove"),
+    ("¿qué te dije de la talla de Irene?", "memory_search"),
+    ("cuéntame un cuento de un dragón", None),
+    ("muchas gracias", None),
+)
+
+
+def long_conversation(model, tok: Tokenizer, requests=LONG_TRANSCRIPT, clock=None, max_tokens: int = 200) -> list[dict]:
+    "The requests answered one after another in one `Chat` (never reset): each turn's calls and whether it chose right."
+    out = []
+    with tempfile.TemporaryDirectory(prefix="enlace-long-") as state:
+        chat = Chat(
+            model, tok, ToolContext(state_dir=Path(state), clock=clock), sampling=Sampling(max_tokens=max_tokens)
+        )
+        for text, tool in requests:
+            r = chat.reply(text)
+            first = r.tool_calls[0]["name"] if r.tool_calls else None
+            out.append(
+                {
+                    "user": text,
+                    "expected": tool,
+                    "right": first == tool,
+                    "reply": r.reply,
+                    "tool_calls": r.tool_calls,
+                    "dropped": r.dropped,
+                }
+            )
+    return out
+
+# %% ../../../nbs/34_assistant_eval.ipynb #a2579897
+NATURAL = "natural/requests.jsonl"  # beside this module: requests written apart from the templates (its README)
+NATURAL_INTENTS = (
+    "list_add",
+    "list_show",
+    "list_remove",
+    "reminder_add",
+    "reminder_list",
+    "memory_save",
+    "memory_search",
+    "memory_forget",
+    "web_search",
+    "calculator",
+    "datetime_now",
+    "chat",
+    "out_of_scope",
+)
+NATURAL_NOW = datetime(2026, 12, 1, 11, 7)  # the fixed clock the requests are answered at (Europe/Madrid)
+
+
+def _fold(text: str) -> str:
+    "Lower case, no accents, single spaces: how facts and arguments are compared."
+    return " ".join(str(text).casefold().translate(str.maketrans("áéíóúüàèìòù", "aeiouuaeiou")).split())
+
+
+class NaturalRequest(BaseModel):
+    "One request written apart: who says it, its intent, the expected tool and the facts its arguments carry."
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    request: str
+    speaker: str
+    intent: str
+    tool: str | None
+    args: dict
+    source: str
+
+    @model_validator(mode="after")
+    def _facts_from_the_request(self):
+        if self.intent not in NATURAL_INTENTS:
+            raise ValueError(f"intent {self.intent!r} is not one of {', '.join(NATURAL_INTENTS)}")
+        if self.tool is not None and self.tool not in TOOLS:
+            raise ValueError(f"tool {self.tool!r} is not a tool")
+        if (self.tool is None) != (self.intent in ("chat", "out_of_scope")):
+            raise ValueError(f"intent {self.intent} and tool {self.tool} disagree")
+        if self.tool == "calculator":
+            if not isinstance(self.args.get("value"), (int, float)):
+                raise ValueError("a calculator row's args are {'value': the number}")
+            return self
+        for field, facts in self.args.items():
+            for fact in facts:
+                if _fold(fact) not in _fold(self.request):
+                    raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
+        return self
+
+
+def natural_requests(path=None) -> list[dict]:
+    "The requests written apart (default: the ones beside this module), each checked; one line per bad row."
+    path = Path(path) if path else Path(str(resources.files("enlace.tasks.assistant") / NATURAL))
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(NaturalRequest.model_validate_json(line).model_dump())
+        except ValidationError as e:
+            raise ValueError(f"{path}:{n}: {error_line(e)}") from None
+    return rows
+
+# %% ../../../nbs/34_assistant_eval.ipynb #1efc14a4
+def _offline(query: str) -> dict:
+    "The evaluation never reaches the web: a search answers with nothing found."
+    return {"results": []}
+
+
+def natural_context(row: dict) -> ToolContext:
+    "A household of its own, in memory, for one request: its speaker a member, the fixed clock, no web."
+    home = Household(zone="Europe/Madrid")
+    home.add_person(row["speaker"])
+    clock = lambda: NATURAL_NOW.replace(tzinfo=zone("Europe/Madrid"))
+    return ToolContext(home=home, person=row["speaker"], clock=clock, search=_offline)
+
+
+def natural_turns(model, tok: Tokenizer, rows: list[dict], max_tokens: int = 200, progress: bool = False) -> list[dict]:
+    "Each request answered greedily with the real tools (its own household, writes checked for grounding)."
+    prompts = [render_prompt([{"role": "user", "content": r["request"]}], tok) for r in rows]
+    hooks = [engine_tools(tok, natural_context(r), heard=r["request"]) for r in rows]
+    hook = lambda i, ids: hooks[i][0](0, ids)
+    kw = dict(max_tokens=max_tokens, temperature=0, tools=hook, progress=progress)
+    new = Engine(model, tok).generate_batch(prompts, stop=[tok.special(END)], **kw)
+    out = []
+    for i in range(len(rows)):
+        added = parse(prompts[i] + new[i], tok)["messages"][1:]
+        reply = "".join(m["content"] for m in added if m["role"] == "assistant").strip()
+        calls = [{k: c.get(k) for k in ("name", "arguments", "result", "ungrounded")} for c in hooks[i][1]]
+        out.append({"calls": calls, "reply": reply})
+    return out
+
+
+def has_facts(tool: str, arguments, want: dict) -> bool:
+    "Whether a call's arguments carry the expected facts (calculator: the expected number)."
+    if not isinstance(arguments, dict):
+        return False
+    if tool == "calculator":
+        return _value(arguments.get("expression")) == {"result": format_number(want["value"])}
+    for field, facts in want.items():
+        got = arguments.get(field)
+        text = _fold(" | ".join(map(str, got)) if isinstance(got, list) else got or "")
+        if not all(_fold(f) in text for f in facts):
+            return False
+    return True
+
+
+def natural_score(rows: list[dict], turns: list[dict]) -> dict:
+    "Tool choice, arguments, abstention and writes on a guess of `turns` (from natural_turns), overall and per intent."
+    table = []
+    for row, turn in zip(rows, turns):
+        first = turn["calls"][0] if turn["calls"] else {"name": None, "arguments": None}
+        choice = first["name"] == row["tool"] if row["tool"] else not turn["calls"]
+        writes = [c for c in turn["calls"] if c["name"] in TOOLS and TOOLS[c["name"]].writes]
+        done = [c for c in writes if isinstance(c.get("result"), dict) and "error" not in c["result"]]
+        table.append(
+            {
+                "intent": row["intent"],
+                "choice": choice,
+                "arguments": (
+                    (choice and has_facts(row["tool"], first["arguments"], row["args"])) if row["tool"] else None
+                ),
+                "ungrounded": any(c.get("ungrounded") for c in writes),
+                "ungrounded_done": any(
+                    ungrounded(c["name"], c["arguments"], row["request"], row["speaker"]) for c in done
+                ),
+                "wrong_write": any(c["name"] != row["tool"] for c in done),
+            }
+        )
+    df = pd.DataFrame(table).astype({"choice": float, "arguments": float, "ungrounded": float})
+    per = df.groupby("intent")[["choice", "arguments", "ungrounded"]].mean().round(3)
+    per.insert(0, "n", df.groupby("intent").size())
+    silent = df[df.intent.isin(["chat", "out_of_scope"])]
+    return {
+        "tool_choice": float(df.choice.mean()),
+        "arguments": None if df.arguments.isna().all() else float(df.arguments.mean()),
+        "abstention": float(silent.choice.mean()) if len(silent) else None,
+        "ungrounded_attempted": int(df.ungrounded.sum()),
+        "ungrounded_executed": int(df.ungrounded_done.sum()),
+        "wrong_writes": int(df.wrong_write.sum()),
+        "n": len(df),
+        "per_intent": per.reset_index().to_dict(orient="records"),
+    }
+
+
+NATURAL_HEADLINE = (
+    "tool_choice",
+    "arguments",
+    "abstention",
+    "ungrounded_attempted",
+    "ungrounded_executed",
+    "wrong_writes",
+)
+
+
+def natural_scores(
+    model,
+    tokenizer: Tokenizer,
+    limit: int | None = None,
+    max_tokens: int = 200,
+    seconds: float | None = None,
+    path=None,
+) -> dict:
+    "`natural_score` of the model on the requests written apart; also the `assistant-natural` task of enlace.eval."
+    check_chat_tokenizer(tokenizer)
+    rows = natural_requests(path)[:limit] if limit else natural_requests(path)
+    generate = lambda rs: natural_turns(model.eval(), tokenizer, rs, max_tokens, progress=seconds is None)
+    turns = in_time(rows, generate, seconds, CHUNK)
+    return natural_score(rows[: len(turns)], turns)
+
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
 # Conversations per generation call when a time budget cuts the evaluation: small enough that the first one
-# ends within seconds on a CPU, big enough that batched generation still pays
-CHUNK = 16
+# ends within seconds on a CPU, big enough that batched generation pays (on 2 cores, 128 requests of the
+# smoke model: 14.1 s in chunks of 16, 8.3 s in chunks of 64; docs/LOG.md 2026-12-06)
+CHUNK = 64
 
 
 def tool_scores(
@@ -233,31 +457,40 @@ def finish(
     check_chat_tokenizer(tokenizer)
     # a test's untrained model never ends its answers: keep them short
     max_tokens = 48 if limit else 200
-    # with a time budget: most of it to the tool choice, the headline figure; the rest to memory and the transcript
+    # with a time budget: most of it to the two tool choices (templates held out, requests written apart); the
+    # rest to memory and the transcript
     share = lambda f: None if seconds is None else f * seconds
-    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens, share(0.6))
+    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens, share(0.4))
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
+    natural = natural_scores(model, tokenizer, limit, max_tokens, share(0.3))
+    pd.DataFrame(natural["per_intent"]).to_csv(run_dir / "natural.csv", index=False)
     mem = memory_conversations(limit or MEMORY_CONVERSATIONS, seed=cfg.train.seed + 3)
     generate = lambda cs: generate_turns(model, tokenizer, cs, max_tokens, progress=seconds is None)
-    mem_turns = in_time(mem, generate, share(0.25), CHUNK)
+    mem_turns = in_time(mem, generate, share(0.18), CHUNK)
     memory = memory_score(mem[: len(mem_turns)], mem_turns)
     requests = list(TRANSCRIPT[:3] if limit else TRANSCRIPT)
-    turns = in_time(requests, lambda rs: transcript(model, tokenizer, rs, max_tokens=max_tokens), share(0.15), 1)
+    turns = in_time(requests, lambda rs: transcript(model, tokenizer, rs, max_tokens=max_tokens), share(0.06), 1)
     atomic_write(run_dir / "transcript.md", transcript_markdown(turns))
+    # the long conversation is one piece: it runs whole (a test's untrained model: its first 4 turns)
+    long = long_conversation(model, tokenizer, LONG_TRANSCRIPT[:4] if limit else LONG_TRANSCRIPT, max_tokens=max_tokens)
+    atomic_write(run_dir / "long.md", transcript_markdown(long))
     metrics = {f"heldout.{k}": res[k] for k in ("tool_choice", "arguments", "answer") if res[k] is not None}
     metrics |= {
         f"heldout.memory_{k}": memory[k] for k in ("recall_answer", "ignore_tool_choice") if memory[k] is not None
     }
+    metrics |= {f"natural.{k}": natural[k] for k in NATURAL_HEADLINE if natural[k] is not None}
+    metrics["long.tool_choice"] = sum(t["right"] for t in long) / len(long)
     asked = {
         "tool choice": (res["n"], limit or EVAL_CONVERSATIONS, "held-out conversations"),
+        "natural": (natural["n"], min(limit or 10**9, len(natural_requests())), "requests written apart"),
         "memory": (memory["n"], len(mem), "conversations with a memory block"),
         "transcript": (len(turns), len(requests), "requests"),
     }
     shrunk = [f"{what}: {n} of {of} {unit}" for what, (n, of, unit) in asked.items() if n < of]
     return Figures(
         metrics,
-        {"assistant": res, "memory": memory, "transcript": turns},
+        {"assistant": res, "natural": natural, "memory": memory, "transcript": turns, "long": long},
         manifest={"chat_template": CHAT_TEMPLATE},
-        artifacts=[run_dir / "assistant.csv", run_dir / "transcript.md"],
+        artifacts=[run_dir / f for f in ("assistant.csv", "natural.csv", "transcript.md", "long.md")],
         shrunk=shrunk,
     )
