@@ -84,11 +84,12 @@ def test_finish_reports_the_assistant_figures(tmp_path, base):
 def test_a_run_by_time_keeps_time_for_its_report_and_says_what_it_shrank(tmp_path, base):
     "train.time_budget_s bounds the whole run: training stops early for the report, whose evaluation shrinks to fit."
     cmd = [sys.executable, "-m", "enlace.train", "configs/runs/sft-smoke-cpu.yaml", f"init_from={base}", *SMALL,
-           "train.max_steps=100000", "train.time_budget_s=12", "--out", str(tmp_path), "--no-progress"]
+           "train.max_steps=100000", "train.time_budget_s=20", "--out", str(tmp_path), "--no-progress"]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "time budget 12 s: training until 9 s, 3 s kept for the report" in r.stderr, r.stderr
-    assert json.loads(r.stdout)["elapsed_s"] < 12  # training stopped inside the budget, with the report's share left
+    # 20 s: the 20 000 training conversations alone take ~9 s to draw on 2 cores (docs/LOG.md 2026-12-06, noche)
+    assert "time budget 20 s: training until 15 s, 5 s kept for the report" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["elapsed_s"] < 20  # training stopped inside the budget, with the report's share left
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["shrunk"][0].startswith("tool choice: ") and s["shrunk"][0].endswith(
         " of 1000 held-out conversations (train.time_budget_s)"), s["shrunk"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -228,14 +229,21 @@ LONG_TRANSCRIPT = (  # twelve requests in one conversation, never reset, and the
 )
 
 
-def long_conversation(model, tok: Tokenizer, requests=LONG_TRANSCRIPT, clock=None, max_tokens: int = 200) -> list[dict]:
-    "The requests answered one after another in one `Chat` (never reset): each turn's calls and whether it chose right."
-    out = []
+def long_conversation(
+    model, tok: Tokenizer, requests=LONG_TRANSCRIPT, clock=None, max_tokens: int = 200, seconds: float | None = None
+) -> list[dict]:
+    """The requests answered one after another in one `Chat` (never reset): each turn's calls and whether it chose right.
+
+    With `seconds`, the conversation stops before a turn that the pace so far says would end after them."""
+    out, start = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="enlace-long-") as state:
         chat = Chat(
             model, tok, ToolContext(state_dir=Path(state), clock=clock), sampling=Sampling(max_tokens=max_tokens)
         )
         for text, tool in requests:
+            spent = time.perf_counter() - start
+            if seconds is not None and out and spent + spent / len(out) > seconds:
+                break
             r = chat.reply(text)
             first = r.tool_calls[0]["name"] if r.tool_calls else None
             out.append(
@@ -428,9 +436,10 @@ def natural_scores(
 
 # %% ../../../nbs/34_assistant_eval.ipynb #ec1867f4
 # Conversations per generation call when a time budget cuts the evaluation: small enough that the first one
-# ends within seconds on a CPU, big enough that batched generation pays (on 2 cores, 128 requests of the
-# smoke model: 14.1 s in chunks of 16, 8.3 s in chunks of 64; docs/LOG.md 2026-12-06)
-CHUNK = 64
+# (which always runs) ends within seconds on a CPU, big enough that batched generation still pays. Chunks of 64
+# were 1.7x faster on 2 cores but their first chunk, with an untrained model, made a 12 s run last 81 s
+# (docs/LOG.md 2026-12-06, noche)
+CHUNK = 16
 
 
 def tool_scores(
@@ -471,8 +480,9 @@ def finish(
     requests = list(TRANSCRIPT[:3] if limit else TRANSCRIPT)
     turns = in_time(requests, lambda rs: transcript(model, tokenizer, rs, max_tokens=max_tokens), share(0.06), 1)
     atomic_write(run_dir / "transcript.md", transcript_markdown(turns))
-    # the long conversation is one piece: it runs whole (a test's untrained model: its first 4 turns)
-    long = long_conversation(model, tokenizer, LONG_TRANSCRIPT[:4] if limit else LONG_TRANSCRIPT, max_tokens=max_tokens)
+    # one conversation, turn after turn, while its share lasts (a test's untrained model: its first 4 turns)
+    chain = LONG_TRANSCRIPT[:4] if limit else LONG_TRANSCRIPT
+    long = long_conversation(model, tokenizer, chain, max_tokens=max_tokens, seconds=share(0.06))
     atomic_write(run_dir / "long.md", transcript_markdown(long))
     metrics = {f"heldout.{k}": res[k] for k in ("tool_choice", "arguments", "answer") if res[k] is not None}
     metrics |= {
@@ -483,6 +493,7 @@ def finish(
     asked = {
         "tool choice": (res["n"], limit or EVAL_CONVERSATIONS, "held-out conversations"),
         "natural": (natural["n"], min(limit or 10**9, len(natural_requests())), "requests written apart"),
+        "long conversation": (len(long), len(chain), "requests"),
         "memory": (memory["n"], len(mem), "conversations with a memory block"),
         "transcript": (len(turns), len(requests), "requests"),
     }
