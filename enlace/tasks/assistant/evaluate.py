@@ -232,7 +232,7 @@ LONG_TRANSCRIPT = (  # twelve requests in one conversation, never reset, and the
 def long_conversation(
     model, tok: Tokenizer, requests=LONG_TRANSCRIPT, clock=None, max_tokens: int = 200, seconds: float | None = None
 ) -> list[dict]:
-    """The requests answered one after another in one `Chat` (never reset): each turn's calls and whether it chose right.
+    """The requests answered one after another in one `Chat` (never reset): each turn's calls, whether it chose right.
 
     With `seconds`, the conversation stops before a turn that the pace so far says would end after them."""
     out, start = [], time.perf_counter()
