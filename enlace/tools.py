@@ -31,7 +31,7 @@ from .tokenizer import Tokenizer
 # %% auto #0
 __all__ = ['OPS', 'MAX_DIGITS', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError', 'format_number',
            'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs', 'ReminderArgs', 'TextArgs',
-           'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'content_words', 'ungrounded', 'clarify',
+           'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'fold', 'content_words', 'ungrounded', 'clarify',
            'run_call', 'result_text', 'engine_tools']
 
 # %% ../nbs/19_tools.ipynb #cedac43e
@@ -270,6 +270,11 @@ WRITE_FIELDS = {
     "memory_forget": ("query",),
 }  # the list's name is checked apart
 DEFAULT_LIST = "compra"  # the household's everyday list: naming it needs no word of the person
+
+
+def fold(text: str) -> str:
+    "Lower case, no accents, single spaces: how words said and words written are compared."
+    return " ".join(str(text).casefold().translate(_FOLD).split())
 
 
 def content_words(text: str) -> list[str]:

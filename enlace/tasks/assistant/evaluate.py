@@ -29,10 +29,20 @@ from enlace.conversation import (
 )
 from ...dataloader import Data, Figures
 from ...engine import Engine, Sampling
-from .data import conversations
+from .data import TOOLS as INTENT_TOOLS, conversations
 from ...tokenizer import END, Tokenizer
 from ...household import Household, zone
-from ...tools import TOOLS, ToolContext, ToolError, calculator, engine_tools, format_number, result_text, ungrounded
+from enlace.tools import (
+    TOOLS,
+    ToolContext,
+    ToolError,
+    calculator,
+    engine_tools,
+    fold,
+    format_number,
+    result_text,
+    ungrounded,
+)
 
 # %% auto #0
 __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT',
@@ -260,27 +270,8 @@ def long_conversation(
 
 # %% ../../../nbs/34_assistant_eval.ipynb #a2579897
 NATURAL = "natural/requests.jsonl"  # beside this module: requests written apart from the templates (its README)
-NATURAL_INTENTS = (
-    "list_add",
-    "list_show",
-    "list_remove",
-    "reminder_add",
-    "reminder_list",
-    "memory_save",
-    "memory_search",
-    "memory_forget",
-    "web_search",
-    "calculator",
-    "datetime_now",
-    "chat",
-    "out_of_scope",
-)
+NATURAL_INTENTS = (*INTENT_TOOLS, "chat", "out_of_scope")  # the tools of the templates, or no tool
 NATURAL_NOW = datetime(2026, 12, 1, 11, 7)  # the fixed clock the requests are answered at (Europe/Madrid)
-
-
-def _fold(text: str) -> str:
-    "Lower case, no accents, single spaces: how facts and arguments are compared."
-    return " ".join(str(text).casefold().translate(str.maketrans("áéíóúüàèìòù", "aeiouuaeiou")).split())
 
 
 class NaturalRequest(BaseModel):
@@ -309,7 +300,7 @@ class NaturalRequest(BaseModel):
             return self
         for field, facts in self.args.items():
             for fact in facts:
-                if _fold(fact) not in _fold(self.request):
+                if fold(fact) not in fold(self.request):
                     raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
         return self
 
@@ -365,8 +356,8 @@ def has_facts(tool: str, arguments, want: dict) -> bool:
         return _value(arguments.get("expression")) == {"result": format_number(want["value"])}
     for field, facts in want.items():
         got = arguments.get(field)
-        text = _fold(" | ".join(map(str, got)) if isinstance(got, list) else got or "")
-        if not all(_fold(f) in text for f in facts):
+        text = fold(" | ".join(map(str, got)) if isinstance(got, list) else got or "")
+        if not all(fold(f) in text for f in facts):
             return False
     return True
 

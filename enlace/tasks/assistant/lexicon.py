@@ -13,6 +13,8 @@ import random
 import zlib
 from importlib import resources
 
+from ...tools import fold
+
 # %% auto #0
 __all__ = ['LEXICONS', 'HELDOUT_EVERY', 'LexiconError', 'value_split', 'lexicon', 'values', 'draw', 'sex_of']
 
@@ -31,7 +33,6 @@ LEXICONS = (
     "likes",
 )
 HELDOUT_EVERY = 10  # one value in ten is held out
-_FOLD = str.maketrans("áéíóúüàèìòù", "aeiouuaeiou")
 
 
 class LexiconError(ValueError):
@@ -40,8 +41,7 @@ class LexiconError(ValueError):
 
 def value_split(value: str) -> str:
     "'heldout' for one value in ten (a hash of its folded text), else 'train': a value lives in one split only."
-    key = " ".join(value.casefold().translate(_FOLD).split())
-    return "heldout" if zlib.crc32(key.encode()) % HELDOUT_EVERY == 0 else "train"
+    return "heldout" if zlib.crc32(fold(value).encode()) % HELDOUT_EVERY == 0 else "train"
 
 
 @functools.lru_cache(maxsize=None)
