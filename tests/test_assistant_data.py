@@ -657,3 +657,18 @@ def test_facts_with_figures_are_saved_not_summed(train):
     asks = [c for c in train if BY_ID[c["meta"]["template"]].kind == "ask"]
     assert len(asks) > 20 and all(c["meta"]["expected"]["tool"] == "memory_search" for c in asks), len(asks)
     assert all(not re.search(r"memoria|notas|te dije|guardad", user_texts(c)[-1]) for c in asks)
+
+
+def test_found_first_person_facts_are_said_back_to_the_person(train):
+    "'dejé las llaves…' found in memory comes back as 'Me dijiste que dejaste las llaves…', never 'dejé'."
+    back = 0
+    for conv in train:
+        for m, reply in zip(conv["messages"], conv["messages"][1:]):
+            if m["role"] != "tool" or not m["content"].startswith('{"results":["'):
+                continue
+            found = json.loads(m["content"])["results"]
+            first = [f for f in found if f.split()[0] in ("dejé", "soy", "tengo", "tomo", "aparqué")]
+            if first and reply["role"] == "assistant":
+                back += 1
+                assert not any(f in reply["content"] for f in first), (first, reply["content"])
+    assert back > 5, back

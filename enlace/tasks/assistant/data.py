@@ -1813,6 +1813,14 @@ def build_memory_save(c: Ctx, t: Template) -> Turn:
     return Turn({"fact": fact}, {"text": fact}, result, answer, expected, {"intent": "memory_save", "query": fact})
 
 
+def _found(c: Ctx, found: list) -> tuple[str, list]:
+    "The answer with what memory_search found, first-person facts said back in the second person, and what it holds."
+    said = [_you(f, c.formal) for f in found]  # "dejé las llaves…" -> "Me dijiste que dejaste las llaves…"
+    # what the answer must hold: a fact as found, or (said back) its longest word that did not change
+    kept = [s if s == f else max((w for w in s.split() if w in f.split()), key=len) for s, f in zip(said, found)]
+    return _pick(c, "found", found="; ".join(said)), kept
+
+
 def _question(c: Ctx) -> tuple[str, str]:
     "A question about a fact told before (the fact is kept like a saved one): (the question, the words that find it)."
     r, s = c.rng, c.split
@@ -1868,15 +1876,14 @@ def build_memory_search(c: Ctx, t: Template) -> Turn:
         slots = {"question": question}
         if not found:
             return Turn(slots, {"query": query}, result, _pick(c, "not_found", query=query), [query], info)
-        return Turn(slots, {"query": query}, result, _pick(c, "found", found="; ".join(found)), list(found), info)
+        return Turn(slots, {"query": query}, result, *_found(c, found), info)
     query = c.rng.choice(_fact(c)[1])
     found = _memories(c, query)
     result = {"results": list(found)}
     info = {"intent": "memory_search", "query": query, "found": len(found)}
     if not found:
         return Turn({"query": query}, {"query": query}, result, _pick(c, "not_found", query=query), [query], info)
-    answer = _pick(c, "found", found="; ".join(found))
-    return Turn({"query": query}, {"query": query}, result, answer, list(found), info)
+    return Turn({"query": query}, {"query": query}, result, *_found(c, found), info)
 
 
 def build_memory_forget(c: Ctx, t: Template) -> Turn:
