@@ -9,13 +9,13 @@ __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'LONG_P', 'LONG
            'GRAMMAR_TEMPLATES', 'LIST_PHRASES', 'LIST_WEIGHTS', 'LIST_ITEMS', 'REMINDER_TEXTS', 'WHEN_FIXED', 'FACTS',
            'SHOP_ITEMS', 'CITIES', 'PLACES', 'TEAMS', 'RECIPES', 'WEATHER', 'WEB_TOPICS', 'STREETS', 'ADVICE', 'JOKES',
            'NONE_ANSWERS', 'ANSWERS', 'NOISE_OPS', 'DROP_P', 'OPEN_P', 'LIST_KINDS', 'TIMER_WORDS', 'FIGURE_KINDS',
-           'WEB_OPEN_P', 'WEB_SNIPPETS', 'ROOMS', 'BUILDERS', 'PREV_INTENTS', 'GRAMMAR_P', 'MEMORY_P', 'RECALL_P',
-           'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS', 'OTHER_COUNTS', 'OTHER_COUNT_WEIGHTS',
-           'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS', 'ALLERGENS', 'FOODS', 'CODES', 'CONTACTS', 'THINGS', 'SPOTS',
-           'ACTIVITIES', 'SCHEDULES', 'NAMED', 'RECALL_TEMPLATES', 'RECALL_ANSWERS', 'EMBEDDED_CONVERSATIONS',
-           'EMBEDDED_SOURCES', 'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn', 'join_es',
-           'build_calculator', 'build_datetime_now', 'build_list_add', 'build_list_show', 'build_list_remove',
-           'build_reminder_add', 'build_reminder_list', 'build_memory_save', 'build_memory_search',
+           'ASKED', 'WEB_OPEN_P', 'WEB_SNIPPETS', 'ROOMS', 'BUILDERS', 'PREV_INTENTS', 'GRAMMAR_P', 'MEMORY_P',
+           'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS', 'OTHER_COUNTS',
+           'OTHER_COUNT_WEIGHTS', 'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS', 'ALLERGENS', 'FOODS', 'CODES', 'CONTACTS',
+           'THINGS', 'SPOTS', 'ACTIVITIES', 'SCHEDULES', 'NAMED', 'RECALL_TEMPLATES', 'RECALL_ANSWERS',
+           'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn',
+           'join_es', 'build_calculator', 'build_datetime_now', 'build_list_add', 'build_list_show',
+           'build_list_remove', 'build_reminder_add', 'build_reminder_list', 'build_memory_save', 'build_memory_search',
            'build_memory_forget', 'build_web_search', 'conjugation_examples', 'conjugation_rows', 'build_none',
            'prev_ok', 'build', 'conversation', 'Fact', 'recall_fact', 'recall_answer', 'distractors', 'add_memories',
            'recall_conversation', 'memory_variant', 'conversations', 'embedded_texts', 'embedded_key',
@@ -1728,14 +1728,14 @@ def _figure_fact(r: random.Random, s: str, name: str, e: str) -> tuple[str, tupl
     return f"le presté {r.randint(2, 60) * 10} euros a {name}", (name,)
 
 
-def _composed_fact(c: Ctx) -> tuple[str, tuple]:
-    "A fact built from the lexicons (this split's values): (the fact as said, the words that find it again)."
+def _composed_fact(c: Ctx, kind: int | None = None) -> tuple[str, tuple]:
+    "A fact built from the lexicons (this split's values), of `kind` or drawn: (the fact, the words that find it)."
     r, s = c.rng, c.split
     name, like, thing = draw(r, "names", s), draw(r, "likes", s), draw(r, "things", s)
     ending = {"f": "a", "m": "o"}.get(sex_of(name), r.choice("ao"))
     gusta = "gustan" if _plural(like) else "gusta"
     encanta = "encantan" if _plural(like) else "encanta"
-    kind = r.randrange(14 + FIGURE_KINDS)
+    kind = r.randrange(14 + FIGURE_KINDS) if kind is None else kind
     if kind >= 14:
         return _figure_fact(r, s, name, ending)
     if kind == 0:
@@ -1746,7 +1746,7 @@ def _composed_fact(c: Ctx) -> tuple[str, tuple]:
         return f"a {name} le {encanta} {like}", (name, like)
     if kind == 3:
         relation = draw(r, "relations", s)
-        return f"{relation} se llama {name}", (relation, name)
+        return f"{relation} se {'llaman' if _plural(relation) else 'llama'} {name}", (relation, name)
     if kind == 4:
         return f"el cumpleaños de {name} es el {r.randint(1, 28)} de {r.choice(MONTHS)}", (
             f"el cumpleaños de {name}",
@@ -1777,9 +1777,10 @@ def _composed_fact(c: Ctx) -> tuple[str, tuple]:
     return f"mi {draw(r, 'relations', s).removeprefix('mi ')} se llama {name}", (name,)
 
 
-def _fact(c: Ctx) -> tuple[str, tuple]:
-    "A fact to remember: most composed from the lexicons, the rest from FACTS; kept so a later turn can find it."
-    fact, keys = _composed_fact(c) if c.rng.random() < OPEN_P else c.rng.choice(FACTS)
+def _fact(c: Ctx, kind: int | None = None) -> tuple[str, tuple]:
+    "A fact to remember: most composed from the lexicons (all of a given `kind`), the rest from FACTS; kept for later."
+    composed = kind is not None or c.rng.random() < OPEN_P
+    fact, keys = _composed_fact(c, kind) if composed else c.rng.choice(FACTS)
     fact = _contract(fact)
     keys = tuple(_contract(k) for k in keys) or (fact,)
     c.state.setdefault("facts", []).append((fact, keys))
@@ -1790,6 +1791,11 @@ _YOU = {"soy": "eres", "me": "te", "mi": "tu", "dejé": "dejaste", "tengo": "tie
 _YOU |= {"aparqué": "aparcaste", "presté": "prestaste"}
 _USTED = {"soy": "es", "me": "le", "mi": "su", "dejé": "dejó", "tengo": "tiene", "tomo": "toma"}
 _USTED |= {"aparqué": "aparcó", "presté": "prestó"}
+
+
+def _unchanged(said: str, fact: str) -> str:
+    "The longest word of a fact said back ('eres alérgica a…') that the fact as told ('soy alérgica a…') has too."
+    return max((w for w in said.split() if w in fact.split()), key=len)
 
 
 def _you(fact: str, formal: bool = False) -> str:
@@ -1808,7 +1814,7 @@ def build_memory_save(c: Ctx, t: Template) -> Turn:
     said = _you(fact, c.formal)
     answer = _pick(c, "save", fact=said)
     # a first-person fact comes back in the second person: what the answer must hold is what both share
-    kept = [k for k in keys if k in said] or [max((w for w in said.split() if w in fact.split()), key=len)]
+    kept = [k for k in keys if k in said] or [_unchanged(said, fact)]
     expected = [said] if said == fact else kept
     return Turn({"fact": fact}, {"text": fact}, result, answer, expected, {"intent": "memory_save", "query": fact})
 
@@ -1817,53 +1823,36 @@ def _found(c: Ctx, found: list) -> tuple[str, list]:
     "The answer with what memory_search found, first-person facts said back in the second person, and what it holds."
     said = [_you(f, c.formal) for f in found]  # "dejé las llaves…" -> "Me dijiste que dejaste las llaves…"
     # what the answer must hold: a fact as found, or (said back) its longest word that did not change
-    kept = [s if s == f else max((w for w in s.split() if w in f.split()), key=len) for s, f in zip(said, found)]
+    kept = [s if s == f else _unchanged(s, f) for s, f in zip(said, found)]
     return _pick(c, "found", found="; ".join(said)), kept
 
 
+ASKED = (0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12)  # the kinds of composed fact a question asks about (_question)
+
+
 def _question(c: Ctx) -> tuple[str, str]:
-    "A question about a fact told before (the fact is kept like a saved one): (the question, the words that find it)."
-    r, s = c.rng, c.split
-    name, like, thing, relation = (draw(r, k, s) for k in ("names", "likes", "things", "relations"))
-    e = {"f": "a", "m": "o"}.get(sex_of(name), r.choice("ao"))
-    kind = r.randrange(10)
+    "A question about a composed fact told before (kept like a saved one): (the question, the words that find it)."
+    r = c.rng
+    kind = r.choice(ASKED)
+    fact, k = _fact(c, kind)  # its keys, contracted: who or what it is about, first
     if kind == 0:
-        fact, asked, query = f"{name} es alérgic{e} a {like}", f"¿a qué es alérgic{e} {name}?", name
-    elif kind == 1:
-        gusta = "gustan" if _plural(like) else "gusta"
-        fact, asked, query = (
-            f"a {name} le {gusta} {like}",
-            r.choice((f"¿qué le gusta a {name}?", f"¿qué le gustaba a {name}?")),
-            name,
-        )
-    elif kind == 2:
-        fact, asked, query = f"{relation} se llama {name}", f"¿cómo se llama {relation}?", relation
-    elif kind == 3:
-        day = f"el {r.randint(1, 28)} de {r.choice(MONTHS)}"
-        fact = f"el cumpleaños de {name} es {day}"
-        asked, query = r.choice((f"¿cuándo es el cumpleaños de {name}?", f"¿cuándo cumple años {name}?")), name
-    elif kind == 4:
-        verb = "están" if _plural(thing) else "está"
-        fact, asked, query = f"{thing} {verb} {draw(r, 'spots', s)}", f"¿dónde {verb} {thing}?", thing
-    elif kind == 5:
-        activity = draw(r, "activities", s)
-        fact = f"{name} tiene {activity} los {_weekly(r.choice(WEEKDAYS))}"
-        asked, query = r.choice((f"¿qué día tiene {name} {activity}?", f"¿cuándo tiene {activity} {name}?")), activity
-    elif kind == 6:
-        fact = f"el teléfono de {relation} es el 6{r.randint(10, 99)} {r.randint(100, 999)} {r.randint(100, 999)}"
-        asked, query = r.choice((f"¿cuál es el teléfono de {relation}?", f"¿qué teléfono tiene {relation}?")), relation
-    elif kind == 7:
-        fact = f"el plato favorito de {name} es {draw(r, 'dishes', s)}"
-        asked, query = f"¿cuál es el plato favorito de {name}?", name
-    elif kind == 8:
-        fact, asked, query = f"dejé {thing} {draw(r, 'spots', s)}", f"¿dónde dejé {thing}?", thing
-    else:
-        activity = draw(r, "activities", s)
-        fact = f"tengo {activity} los {_weekly(r.choice(WEEKDAYS))}"
-        asked, query = r.choice((f"¿qué día tengo {activity}?", f"¿cuándo tenía {activity}?")), activity
-    fact, query = _contract(fact), _contract(query)
-    c.state.setdefault("facts", []).append((fact, (query,)))
-    return _contract(asked), query
+        return f"¿a qué es {re.search('alérgic[ao]', fact).group()} {k[0]}?", k[0]
+    if kind in (1, 2):
+        return r.choice((f"¿qué le gusta a {k[0]}?", f"¿qué le gustaba a {k[0]}?")), k[0]
+    if kind == 3:
+        return f"¿cómo se {'llaman' if _plural(k[0]) else 'llama'} {k[0]}?", k[0]
+    if kind == 4:  # ("el cumpleaños de Ana", "Ana")
+        return r.choice((f"¿cuándo es {k[0]}?", f"¿cuándo cumple años {k[1]}?")), k[1]
+    if kind in (5, 11):
+        where = "dejé" if kind == 11 else "están" if _plural(k[0]) else "está"
+        return f"¿dónde {where} {k[0]}?", k[0]
+    if kind == 6:  # (name, activity)
+        return r.choice((f"¿qué día tiene {k[0]} {k[1]}?", f"¿cuándo tiene {k[1]} {k[0]}?")), k[1]
+    if kind == 7:  # ("el teléfono de la pediatra", "la pediatra")
+        return r.choice((f"¿cuál es {k[0]}?", f"¿qué teléfono tiene {k[1]}?")), k[1]
+    if kind == 8:
+        return f"¿cuál es el plato favorito de {k[0]}?", k[0]
+    return r.choice((f"¿qué día tengo {k[0]}?", f"¿cuándo tenía {k[0]}?")), k[0]
 
 
 def build_memory_search(c: Ctx, t: Template) -> Turn:
@@ -2028,16 +2017,31 @@ def _forms(formal: bool | None) -> tuple:
 GRAMMAR_P = 0.6  # requests of a kind the grammar writes that come from it (the rest: the hand-written templates)
 
 
+def _fitting(pool: tuple, formal: bool | None) -> tuple:
+    "The templates of `pool` whose form fits the form of address; the whole pool when none does."
+    return tuple(t for t in pool if t.form in _forms(formal)) or pool
+
+
+@functools.lru_cache(maxsize=None)
+def _templates(intent: str, split: str, context: bool, formal: bool | None) -> tuple:
+    "The hand-written templates of an intent and split, with or without context, for a form of address."
+    return _fitting(tuple(t for t in TEMPLATES[intent] if t.split == split and t.context == context), formal)
+
+
+@functools.lru_cache(maxsize=None)
+def _frames(intent: str, kind: str, split: str, formal: bool | None) -> tuple:
+    "The grammar's frames of an intent, kind and split, for a form of address (none: the grammar lacks the kind)."
+    return _fitting(tuple(GRAMMAR_TEMPLATES.get((intent, kind, split), ())), formal)
+
+
 def _draw_template(rng: random.Random, intent: str, split: str, formal: bool | None, context: bool) -> Template:
     "Draw a template of an intent and split, with or without context, preferring the form of address."
-    pool = [t for t in TEMPLATES[intent] if t.split == split and t.context == context]
-    fitting = [t for t in pool if t.form in _forms(formal)]
-    t = rng.choice(fitting or pool)
-    frames = GRAMMAR_TEMPLATES.get((intent, t.kind, split), ())
+    t = rng.choice(_templates(intent, split, context, formal))
+    frames = _frames(intent, t.kind, split, formal)
     if context or not frames or rng.random() >= GRAMMAR_P:
         return t
     # the same kind of request (the builder fills the same slots), in a frame of the grammar, dressed
-    g = rng.choice([f for f in frames if f.form in _forms(formal)] or frames)
+    g = rng.choice(frames)
     return dataclasses.replace(g, pattern=grammar.dress(rng, g.pattern, g.form))
 
 # %% ../../../nbs/33_assistant.ipynb #d66e9185
