@@ -654,9 +654,22 @@ def test_facts_with_figures_are_saved_not_summed(train):
     with_figures = [t for t in saved if re.search(r"\d", t)]
     assert len(with_figures) > 0.2 * len(saved), (len(with_figures), len(saved))
     # and a question about what was told, that never names the memory, looks it up ("¿dónde dejé las llaves?")
-    asks = [c for c in train if BY_ID[c["meta"]["template"]].kind == "ask"]
+    asks = [c for c in train if BY_ID[c["meta"]["template"]].kind == "ask" and c["meta"]["intent"] == "memory_search"]
     assert len(asks) > 20 and all(c["meta"]["expected"]["tool"] == "memory_search" for c in asks), len(asks)
     assert all(not re.search(r"memoria|notas|te dije|guardad", user_texts(c)[-1]) for c in asks)
+
+
+def test_direct_questions_about_the_world_are_searched(train, heldout):
+    "'¿cuándo cayó el muro de Berlín?', in the frames of a question about what was told, is searched with its words."
+    for convs in (train, heldout):
+        asks = [c for c in convs if BY_ID[c["meta"]["template"]].kind == "ask" and c["meta"]["intent"] == "web_search"]
+        assert len(asks) > 5, len(asks)
+        for c in asks:
+            call, _ = list(calls(c))[-1]
+            query = call["arguments"]["query"]
+            assert call["name"] == "web_search" and ad.ASKING.match(query), call
+            if not c["meta"]["noise"]:
+                assert f"¿{query}?" in user_texts(c)[-1], (query, user_texts(c)[-1])
 
 
 def test_found_first_person_facts_are_said_back_to_the_person(train):

@@ -1,4 +1,4 @@
-"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 412 phrasing templates over 11 tools and plain replies, and a compositional grammar of request frames (enlace.tasks.assistant.grammar) that writes most requests of the kinds it covers (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context, long conversations of 4-12 exchanges, timers, stories and what it cannot do, questions about what was told that never name the memory), slot values drawn from open lexicons, tool results from the real tools, a held-out split of whole templates, whole grammar frames and lexicon values, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
+"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 420 phrasing templates over 11 tools and plain replies, and a compositional grammar of request frames (enlace.tasks.assistant.grammar) that writes most requests of the kinds it covers (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context, long conversations of 4-12 exchanges, timers, stories and what it cannot do, questions about what was told that never name the memory, and direct questions about the world in the same frames), slot values drawn from open lexicons, tool results from the real tools, a held-out split of whole templates, whole grammar frames and lexicon values, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
 
 Docs: https://enlace-lm.github.io/enlace/assistant.html.md"""
 
@@ -9,8 +9,8 @@ __all__ = ['TOOLS', 'INTENTS', 'WEIGHTS', 'MAX_SIZE', 'MULTI_P', 'LONG_P', 'LONG
            'GRAMMAR_TEMPLATES', 'LIST_PHRASES', 'LIST_WEIGHTS', 'LIST_ITEMS', 'REMINDER_TEXTS', 'WHEN_FIXED', 'FACTS',
            'SHOP_ITEMS', 'CITIES', 'PLACES', 'TEAMS', 'RECIPES', 'WEATHER', 'WEB_TOPICS', 'STREETS', 'ADVICE', 'JOKES',
            'NONE_ANSWERS', 'ANSWERS', 'NOISE_OPS', 'DROP_P', 'OPEN_P', 'LIST_KINDS', 'TIMER_WORDS', 'FIGURE_KINDS',
-           'ASKED', 'WEB_OPEN_P', 'WEB_SNIPPETS', 'ROOMS', 'BUILDERS', 'PREV_INTENTS', 'GRAMMAR_P', 'MEMORY_P',
-           'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS', 'OTHER_COUNTS',
+           'ASKED', 'WEB_OPEN_P', 'WEB_SNIPPETS', 'ASKING', 'ROOMS', 'BUILDERS', 'PREV_INTENTS', 'GRAMMAR_P',
+           'MEMORY_P', 'RECALL_P', 'NEAR_P', 'RECALL_KINDS', 'MEMORY_COUNTS', 'MEMORY_COUNT_WEIGHTS', 'OTHER_COUNTS',
            'OTHER_COUNT_WEIGHTS', 'HOUSEHOLD_FACTS', 'PEOPLE', 'KIDS', 'ALLERGENS', 'FOODS', 'CODES', 'CONTACTS',
            'THINGS', 'SPOTS', 'ACTIVITIES', 'SCHEDULES', 'NAMED', 'RECALL_TEMPLATES', 'RECALL_ANSWERS',
            'EMBEDDED_CONVERSATIONS', 'EMBEDDED_SOURCES', 'size', 'Template', 'template_split', 'render', 'Ctx', 'Turn',
@@ -37,7 +37,7 @@ from ...dataloader import task_hook
 from ...household import DEFAULT_ZONE, MONTHS, WEEKDAYS, parse_when, when_text, zone
 from ...tools import ToolError, calculator, result_text
 from . import grammar
-from .lexicon import LEXICONS, draw, sex_of, value_split
+from .lexicon import LEXICONS, draw, sex_of, value_split, values
 
 # %% ../../../nbs/33_assistant.ipynb #c5513ecd
 TOOLS = (
@@ -492,6 +492,16 @@ _SPECS["web_search"] = [
     ("search", "v", "fijate {q}"),
     ("search", "t", "a ver, {q}"),
     ("search", "t", "¿tienes idea de {q}?"),
+    # a direct question about the world, in the same frames as a question about what was told (memory_search «ask»):
+    # what tells them apart is what is asked, not how
+    ("ask", "n", "{question}"),
+    ("ask", "t", "oye, {question}"),
+    ("ask", "t", "{question} ¿lo sabes?"),
+    ("ask", "u", "{question} ¿lo sabe?"),
+    ("ask", "n", "no lo sé, {question}"),
+    ("ask", "v", "{question} ¿lo sabés?"),
+    ("ask", "t", "una pregunta, {question}"),
+    ("ask", "u", "perdone, {question}"),
 ]
 _SPECS["none"] = [
     ("greet", "t", "hola"),
@@ -1644,7 +1654,7 @@ def build_reminder_add(c: Ctx, t: Template) -> Turn:
     if t.context:
         text = c.prev["text"]
         while when == c.prev["when"]:
-            when = _when(c.rng)
+            when = said = _when(c.rng)
         slots = {"when": when}
     elif t.kind.startswith("timer"):  # a countdown: due in n minutes; its text is the person's own word for it
         n = c.rng.choice((2, 3, 4, 5, 6, 7, 8, 10, 12, 15, 18, 20, 25, 30, 35, 40, 45, 50, 60, 75, 90))
@@ -1898,9 +1908,9 @@ def build_memory_forget(c: Ctx, t: Template) -> Turn:
 WEB_OPEN_P = 0.6  # searches for a topic of the topics lexicon (the rest: the invented WEB_TOPICS with figures)
 
 
-def _open_topic(c: Ctx) -> tuple[str, str, str, list]:
-    "(query, title, snippet, keys) for a topic of the topics lexicon: the query is the person's words."
-    topic = draw(c.rng, "topics", c.split)
+def _open_topic(c: Ctx, topic: str | None = None) -> tuple[str, str, str, list]:
+    "(query, title, snippet, keys) for a topic of the topics lexicon (drawn unless given): the query, as said."
+    topic = topic or draw(c.rng, "topics", c.split)
     day = f"{c.rng.randint(1, 28)} de {c.rng.choice(MONTHS)}"
     title = topic[0].upper() + topic[1:]
     snippet = c.rng.choice(WEB_SNIPPETS).format(topic=topic, day=day, n=c.rng.randint(2, 40))
@@ -1915,8 +1925,32 @@ WEB_SNIPPETS = (
 )
 
 
+ASKING = re.compile(
+    r"(?:a |de |en |por |para |con |hasta |desde |cada )?"
+    r"(?:qué|cuándo|cuánt[oa]s?|quién(?:es)?|dónde|cómo|cuál(?:es)?) "
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _questions(split: str) -> tuple:
+    "The topics of a split that are already a question («cuándo cayó el muro de Berlín»): asked directly, with «¿…?»."
+    return tuple(t for t in values("topics", split) if ASKING.match(t))
+
+
 def build_web_search(c: Ctx, t: Template) -> Turn:
     "Build a web_search turn."
+    if t.kind == "ask":  # «¿cuándo cayó el muro de Berlín?»: the query is the question's words
+        topic = c.rng.choice(_questions(c.split))
+        _, title, snippet, keys = _open_topic(c, topic)
+        slots = {"question": f"¿{topic}?"}
+        return Turn(
+            slots,
+            {"query": topic},
+            {"results": [{"title": title, "snippet": snippet}]},
+            _pick(c, "web", title=title, snippet=snippet),
+            keys,
+            {"intent": "web_search", "query": topic},
+        )
     query, title, snippet, keys = _open_topic(c) if c.rng.random() < WEB_OPEN_P else _web_topic(c.rng)
     result = {"results": [{"title": title, "snippet": snippet}]}
     answer = _pick(c, "web", title=title, snippet=snippet)
