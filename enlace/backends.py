@@ -12,6 +12,8 @@ import json
 import os
 import platform
 import shutil
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,7 +30,8 @@ from .config import HardwareConfig
 # %% auto #0
 __all__ = ['KERNELS', 'RENDEZVOUS', 'DTYPES', 'DATASHEET_TFLOPS', 'DeviceInfo', 'describe_device', 'HardwareError',
            'suggest_profile', 'check_hardware', 'setup', 'distributed', 'collective_device', 'autocast', 'grad_scaler',
-           'attention_kernel', 'maybe_compile', 'measure_matmul_flops', 'cpu_peak_flops', 'peak_flops']
+           'attention_kernel', 'CompileFallback', 'maybe_compile', 'measure_matmul_flops', 'cpu_peak_flops',
+           'peak_flops']
 
 # %% ../nbs/02_backends.ipynb #f690e0bd
 KERNELS = {
@@ -172,6 +175,24 @@ def setup(hw: HardwareConfig, dev: DeviceInfo | None = None, local_rank: int = 0
 RENDEZVOUS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets
 
 
+def _end_with_launcher(every: float = 0.5) -> None:
+    "End this rank when its launcher dies: torchrun starts each rank in a session of its own, out of a kill's reach."
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:  # re-parented: torchrun was killed (kill -9, the OOM killer, a job manager)
+                print(
+                    f"error: torchrun (pid {parent}) is gone; this rank stops too (run again to resume)",
+                    file=sys.stderr,
+                )
+                sys.stderr.flush()
+                os._exit(1)  # at once, as a kill would: checkpoints are written whole or not at all
+
+    threading.Thread(target=watch, name="enlace-launcher-watch", daemon=True).start()
+
+
 def distributed(hw: HardwareConfig) -> tuple[int, int, int]:
     "(rank, world size, local rank): from torchrun's environment, opening the process group; (0, 1, 0) without it."
     env = os.environ
@@ -186,6 +207,7 @@ def distributed(hw: HardwareConfig) -> tuple[int, int, int]:
             "torchrun --nproc_per_node N -m enlace.train RUN.yaml (or unset WORLD_SIZE)"
         )
     local = int(env["LOCAL_RANK"])
+    _end_with_launcher()
     if hw.device == "cuda":
         if local >= torch.cuda.device_count():
             raise HardwareError(f"LOCAL_RANK={local} but this machine has {torch.cuda.device_count()} CUDA device(s)")
@@ -229,9 +251,46 @@ def attention_kernel(hw: HardwareConfig):
     return sdpa_kernel(KERNELS[hw.attention])
 
 
+class CompileFallback(torch.nn.Module):
+    "A compiled model that turns to its eager self, with one warning line, the first time compiling it fails."
+
+    def __init__(self, compiled: torch.nn.Module, eager: torch.nn.Module):
+        super().__init__()
+        self.compiled, self.eager, self.failed = compiled, eager, False
+
+    def forward(self, *args, **kwargs):
+        if not self.failed:
+            try:
+                return self.compiled(*args, **kwargs)
+            except Exception as e:
+                # dynamo's and inductor's own errors (BackendCompilerFailed, InductorError: a broken C++ toolchain,
+                # a cache file a killed compile left empty): the step is computed again, eagerly; anything else is
+                # the model's own error, which eager raises again just below
+                if not type(e).__module__.startswith(("torch._dynamo", "torch._inductor")):
+                    raise
+                self.failed = True
+                cause = getattr(e, "inner_exception", None) or e.__cause__ or e  # what the backend itself raised
+                why = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")[:200]
+                print(f"warning: torch.compile failed ({type(cause).__name__}: {why}); going on eager", file=sys.stderr)
+        return self.eager(*args, **kwargs)
+
+
 def maybe_compile(model: torch.nn.Module, hw: HardwareConfig) -> torch.nn.Module:
-    "torch.compile the model when the profile says so."
-    return torch.compile(model) if hw.compile else model
+    "torch.compile the model when the profile says so: its caches in ENLACE's own folder, eager if compiling fails."
+    if not hw.compile:
+        return model
+    # torch's default cache is shared under /tmp: a compile killed there once left a 0-byte .so that broke every
+    # later compiled run on the machine. ENLACE's compiles keep theirs apart (a user's own setting wins).
+    try:  # torch writes its default into the environment once it has used it: that one is not a user's choice
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        shared = os.path.abspath(default_cache_dir())
+    except (ImportError, OSError, KeyError):
+        shared = None
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, shared):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(cache_dir("triton")))
+    return CompileFallback(torch.compile(model), model)
 
 # %% ../nbs/02_backends.ipynb #036b1afc
 DATASHEET_TFLOPS = {  # dense tensor-core peak with float32 accumulation

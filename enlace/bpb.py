@@ -105,6 +105,8 @@ def score_file(
     "Bits per UTF-8 byte of the text file at `path` (cleaned as in training unless `raw`) under `model`, `man`, `tok`."
     text = read_text(path) if raw else cleaned_text(path)
     window = window or man.get("seq_len") or model.cfg.max_seq_len
+    if not text.strip():
+        raise TextFileError(f"{path}: no text to score (empty, or nothing left once cleaned); give a file with prose")
     ids = tok.document_ids(text)
     n_bytes = len(text.encode("utf-8"))
     if not tok.document_ids("") and text:

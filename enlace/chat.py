@@ -18,28 +18,42 @@ from pathlib import Path
 
 from .checkpoint import ModelFileError, load_model
 from .common import run_cli
-from .conversation import ConversationError, check_chat_tokenizer, parse, render_prompt, with_memories
+from enlace.conversation import (
+    ConversationError,
+    check_chat_tokenizer,
+    message_ids,
+    parse,
+    render_prompt,
+    with_memories,
+)
 from .engine import Engine, Sampling, SamplingError
 from .household import DEFAULT_ZONE, FAMILY, Household
 from .model import Transformer
-from .tokenizer import ASSISTANT, END, SYSTEM, USER, StreamDecoder, Tokenizer
+from .tokenizer import ASSISTANT, BOS, END, SYSTEM, USER, StreamDecoder, Tokenizer
 from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END
 from .tools import TOOLS, ToolContext, clarify, engine_tools, zone
 
 # %% auto #0
-__all__ = ['MAX_RECALL', 'HELP', 'fit_prompt', 'StopText', 'Ask', 'Answer', 'answer', 'Chat', 'parser', 'sampling_of', 'repl',
-           'main']
+__all__ = ['MAX_RECALL', 'HELP', 'NOT_TEXT', 'fit_prompt', 'StopText', 'Ask', 'Answer', 'answer', 'Chat', 'parser', 'sampling_of',
+           'repl', 'main']
 
 # %% ../nbs/20_chat.ipynb #92b94a3e
 def fit_prompt(messages: list[dict], tok: Tokenizer, max_seq_len: int, room: int = 64) -> tuple[list[int], int]:
     "The prompt ids and how many leading turns were dropped so that at least `room` tokens are left to write."
     system, rest = (messages[:1], messages[1:]) if messages and messages[0]["role"] == "system" else ([], messages)
-    dropped = 0
-    while len(ids := render_prompt(system + rest[dropped:], tok)) > max_seq_len - room and len(rest) - dropped > 1:
+    check_chat_tokenizer(tok)
+    # each message is tokenized once (a 200-message request re-rendered per dropped turn took seconds): the prompt
+    # is <|bos|>, the system turn, the kept turns, then the assistant's header unless a tool result ends it
+    pieces = [message_ids(rest, i, tok)[0] for i in range(len(rest))]
+    head = [tok.special(BOS), *(message_ids(system, 0, tok)[0] if system else [])]
+    tail = [] if rest and rest[-1]["role"] == "tool" else [tok.special(ASSISTANT)]
+    size, dropped = len(head) + sum(map(len, pieces)) + len(tail), 0
+    while size > max_seq_len - room and len(rest) - dropped > 1:
         # cut at the next user turn: an assistant turn without its question (or a result without its call) misleads
         nxt = next((i for i, m in enumerate(rest[dropped + 1 :], dropped + 1) if m["role"] == "user"), len(rest) - 1)
+        size -= sum(len(p) for p in pieces[dropped:nxt])
         dropped = nxt
-    return ids, dropped
+    return [*head, *(i for p in pieces[dropped:] for i in p), *tail], dropped
 
 
 class StopText:
@@ -119,7 +133,14 @@ def answer(engine: Engine, ask: Ask) -> Answer:
     heard = "\n".join(
         m["content"] for m in messages if m["role"] in ("user", "tool") and isinstance(m.get("content"), str)
     )
-    hook, record = engine_tools(tok, ask.ctx, heard=heard)  # a write needs words that were said (`ungrounded`)
+    # text from outside stays untrusted while it is in the context window, not only in the turn that searched
+    kept = shown[(1 if shown and shown[0]["role"] == "system" else 0) + dropped :]
+    outside = any(
+        TOOLS.get(c.get("name")) and TOOLS[c["name"]].untrusted for m in kept for c in m.get("tool_calls", [])
+    )
+    own = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else None
+    # a write needs words that were said (`ungrounded`); with text from outside around, words the person said
+    hook, record = engine_tools(tok, ask.ctx, heard=heard, untrusted=outside, own=own)
     end = tok.special(END)
     opens = {tok.special(TOOL_CALL), tok.special(TOOL_RESULT)}
     result_end = tok.special(TOOL_RESULT_END)
@@ -243,6 +264,18 @@ def sampling_of(args: argparse.Namespace) -> Sampling:
 HELP = "/reset: empezar de nuevo · /system TEXTO: mensaje de sistema · /tools: herramientas · /exit: salir"
 
 
+NOT_TEXT = "(esa línea no es texto UTF-8; escríbela otra vez)"
+
+
+def _unicode(text: str) -> bool:
+    "Whether `text` is valid Unicode (no lone surrogates, which a terminal's undecodable bytes become)."
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def repl(chat: Chat, read=input, write=print) -> None:
     "The terminal conversation: streamed answers, slash commands; Ctrl-C stops an answer, Ctrl-D or /exit leaves."
     write(f"ENLACE · {HELP}")
@@ -253,6 +286,12 @@ def repl(chat: Chat, read=input, write=print) -> None:
             return
         except KeyboardInterrupt:
             write("\n(/exit para salir)")
+            continue
+        except UnicodeDecodeError:  # bytes that are not UTF-8 (main reads them as surrogates instead): go on
+            write(NOT_TEXT)
+            continue
+        if not _unicode(line):  # bytes that were not UTF-8, read as surrogates: that line is refused, not the chat
+            write(NOT_TEXT)
             continue
         if line in ("/exit", "/quit"):
             return
@@ -301,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         ctx = ToolContext(zone=args.zone, state_dir=Path(args.state or tmp), person=args.person, home=home)
         chat = Chat(model, tok, ctx, args.system, sampling, args.recall)
         if args.once is None:
+            if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become surrogates: one line refused
+                sys.stdin.reconfigure(errors="surrogateescape")
             repl(chat)
             return 0
         try:

@@ -20,9 +20,9 @@ from .tokenizer import Tokenizer
 
 # %% auto #0
 __all__ = ['ROLES', 'KEYS', 'MEMORY_OPEN', 'MEMORY_CLOSE', 'CHAT_TEMPLATE', 'ConversationError', 'check_conversation',
-           'read_conversations', 'write_conversations', 'call_json', 'check_chat_tokenizer', 'render', 'render_prompt',
-           'memory_block', 'with_memories', 'parse', 'random_conversation', 'length_groups', 'require_chat',
-           'conversation_loaders', 'make_data', 'finish']
+           'read_conversations', 'write_conversations', 'call_json', 'check_chat_tokenizer', 'message_ids', 'render',
+           'render_prompt', 'memory_block', 'with_memories', 'parse', 'random_conversation', 'length_groups',
+           'require_chat', 'conversation_loaders', 'make_data', 'finish']
 
 # %% ../nbs/17_conversation.ipynb #7d29db47
 ROLES = ("system", "user", "assistant", "tool")
@@ -63,6 +63,10 @@ def _check_message(m, where: str) -> dict:
     content = m.get("content", "" if calls else None)
     if not isinstance(content, str):
         raise ConversationError(f"{where}.content: must be a string, got {type(content).__name__}")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate ("\\ud800" in JSON): no tokenizer can read it
+        raise ConversationError(f"{where}.content: invalid Unicode at character {e.start} (a lone surrogate)") from None
     if not isinstance(calls, list):
         raise ConversationError(f"{where}.tool_calls: must be a list, got {type(calls).__name__}")
     if len(calls) > 1:
@@ -151,31 +155,41 @@ def check_chat_tokenizer(tok: Tokenizer, where: str = "tokenizer") -> Tokenizer:
     return tok
 
 # %% ../nbs/17_conversation.ipynb #ccb56f1c
-def render(conv: dict, tok: Tokenizer) -> tuple[list[int], list[bool]]:
-    "Token ids of a (validated) conversation and, per token, whether the loss sees it (what the assistant writes)."
-    check_chat_tokenizer(tok)
-    ids, mask, sp = [tok.special(BOS)], [False], tok.specials
+def message_ids(msgs: list[dict], i: int, tok: Tokenizer) -> tuple[list[int], list[bool]]:
+    "Token ids of message `i` of `msgs` and, per token, whether the loss sees it (its header depends on message i-1)."
+    ids, mask, sp = [], [], tok.specials
 
     def add(writer_is_assistant: bool, *parts):
         new = _ids(tok, *parts)
         ids.extend(new)
         mask.extend([writer_is_assistant] * len(new))
 
+    m = msgs[i]
+    role, text = m["role"], m["content"]
+    if role in ("system", "user"):
+        add(False, sp[SYSTEM if role == "system" else USER], text, sp[END])
+    elif role == "tool":
+        add(False, sp[TOOL_RESULT], text, sp[TOOL_RESULT_END])
+    else:
+        if i == 0 or msgs[i - 1]["role"] != "tool":  # after a tool result the turn goes on: no new header
+            add(False, sp[ASSISTANT])
+        add(True, text)
+        for call in m.get("tool_calls", []):
+            add(True, sp[TOOL_CALL], call_json(call), sp[TOOL_CALL_END])
+        if not m.get("tool_calls"):
+            add(True, sp[END])
+    return ids, mask
+
+
+def render(conv: dict, tok: Tokenizer) -> tuple[list[int], list[bool]]:
+    "Token ids of a (validated) conversation and, per token, whether the loss sees it (what the assistant writes)."
+    check_chat_tokenizer(tok)
+    ids, mask = [tok.special(BOS)], [False]
     msgs = conv["messages"]
-    for i, m in enumerate(msgs):
-        role, text = m["role"], m["content"]
-        if role in ("system", "user"):
-            add(False, sp[SYSTEM if role == "system" else USER], text, sp[END])
-        elif role == "tool":
-            add(False, sp[TOOL_RESULT], text, sp[TOOL_RESULT_END])
-        else:
-            if i == 0 or msgs[i - 1]["role"] != "tool":  # after a tool result the turn goes on: no new header
-                add(False, sp[ASSISTANT])
-            add(True, text)
-            for call in m.get("tool_calls", []):
-                add(True, sp[TOOL_CALL], call_json(call), sp[TOOL_CALL_END])
-            if not m.get("tool_calls"):
-                add(True, sp[END])
+    for i in range(len(msgs)):
+        new, seen = message_ids(msgs, i, tok)
+        ids.extend(new)
+        mask.extend(seen)
     return ids, mask
 
 

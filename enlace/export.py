@@ -30,9 +30,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 TOLERANCE = 1e-4  # the largest |logit difference| an export may show against ENLACE's own forward pass (float32)
 
 # %% auto #0
-__all__ = ['DTYPES', 'TOLERANCE', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors', 'cast_tensors',
-           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'check_export',
-           'export', 'main']
+__all__ = ['DTYPES', 'TOLERANCE', 'EXPORT_FILES', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors',
+           'cast_tensors', 'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export',
+           'check_export', 'export', 'main']
 
 # %% ../nbs/22_export.ipynb #a7846f3b
 class ExportError(ValueError):
@@ -194,6 +194,16 @@ def generation_settings(s: Sampling) -> dict:
     return {"do_sample": True, "max_new_tokens": s.max_tokens, **knobs}
 
 
+EXPORT_FILES = (
+    "model.safetensors",
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "enlace.json",
+)  # all that write_export writes: what `--force` may replace
+
+
 def write_export(model: Transformer, tok: Tokenizer, man: dict, out_dir, dtype: str = "float32") -> Path:
     "Write the transformers folder for `model` into `out_dir` (which must not exist); returns it."
     out_dir = Path(out_dir)
@@ -252,9 +262,15 @@ def _refuse_existing(out_dir: Path, force: bool, source: Path) -> None:
         return
     if not force:
         raise ExportError(f"{out_dir}: already exists and is not empty; pass --force to replace it")
+    # --force replaces an earlier export, never a run folder or anything else a user keeps there
     if source.resolve().parent == out_dir.resolve() or not (out_dir / "enlace.json").is_file():
-        # --force replaces an earlier export, never a run folder or anything else a user keeps there
         raise ExportError(f"{out_dir}: is not an earlier export (no enlace.json, or it holds the model); name another")
+    other = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES or not p.is_file())
+    if other:
+        raise ExportError(
+            f"{out_dir}: holds files an export does not write ({', '.join(other[:3])}{', …' * (len(other) > 3)});"
+            " --force replaces only an earlier export: name another folder"
+        )
 
 
 def export(model_path, out_dir, dtype: str = "float32", force: bool = False, check: bool = True, log=print) -> dict:
@@ -265,7 +281,8 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
     _refuse_existing(out_dir, force, model_file(model_path))
     model, tok, man = load_model(model_path)
     for old in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):  # an export killed half-way
-        if not pid_alive(int(old.name.rsplit("-", 1)[1])):
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not pid_alive(int(pid)):  # another name is not one of ours: left alone
             shutil.rmtree(old, ignore_errors=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"  # beside the target: the final rename is atomic
     try:

@@ -7,9 +7,11 @@ Docs: https://enlace-lm.github.io/enlace/household.html.md"""
 # %% ../nbs/18_household.ipynb #21f8c948
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sqlite3
+import sys
 import threading
 import unicodedata
 from collections.abc import Callable
@@ -21,10 +23,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from fastcore.basics import patch
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; one process at a time in a household folder is the user's care
+    fcntl = None
+
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
-           'RESTORE', 'SCHEMA', 'TABLES', 'MAX_NAME', 'MAX_TEXT', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY',
-           'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'Member']
+           'RESTORE', 'SCHEMA', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST', 'STOPWORDS',
+           'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when',
+           'Household', 'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
 class HouseholdError(ValueError):
@@ -56,10 +64,11 @@ def spanish_date(t: datetime) -> dict:
     }
 
 
-def when_text(t: datetime) -> str:
-    "When a reminder is due, as a person says it: 'viernes 4 de diciembre a las 9:00' ('a la 1:00' at one)."
+def when_text(t: datetime, now: datetime | None = None) -> str:
+    "When a reminder is due, as said: 'viernes 4 de diciembre a las 9:00' ('a la 1:00'); its year when not `now`'s."
     article = "la" if t.hour == 1 else "las"
-    return f"{WEEKDAYS[t.weekday()]} {t.day} de {MONTHS[t.month - 1]} a {article} {t.hour}:{t.minute:02d}"
+    year = f" de {t.year}" if now is not None and t.year != now.year else ""
+    return f"{WEEKDAYS[t.weekday()]} {t.day} de {MONTHS[t.month - 1]}{year} a {article} {t.hour}:{t.minute:02d}"
 
 # %% ../nbs/18_household.ipynb #58ca0566
 def _fold(text: str) -> str:
@@ -205,6 +214,8 @@ def parse_when(text: str, now: datetime) -> datetime:
         raise HouseholdError("parse_when needs an aware `now` (a datetime with its time zone)")
     said = " ".join(str(text).split())
     unknown = HouseholdError(f"cannot read the time {said!r}; say e.g. {WHEN_EXAMPLES}")
+    if re.search(r"(?:dentro de|en)\s*[-−‐]\s*\d", said.lower()):  # folding would drop the minus: -2 hours is not ahead
+        raise HouseholdError(f"{said!r} is not in the future; say e.g. 'dentro de 10 minutos'")
     rest = _fold(said)
     if m := _RELATIVE.fullmatch(rest):
         return _relative(m, now, said)
@@ -319,9 +330,107 @@ def _inspect(path: Path) -> dict:
     return {"version": version, **{t: counts.get(t, 0) for t in sorted(TABLES[1] | {"people"})}}
 
 
+def _problem(e: sqlite3.Error, path) -> HouseholdError:
+    "One line for an SQLite failure: a full disk or a busy file is said as such; only damage suggests a backup."
+    code = getattr(e, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(e):
+        return HouseholdError(f"the disk holding {path} is full; free some space and try again (nothing was written)")
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(e):
+        return HouseholdError(f"{path} is busy with another program's write; try again in a moment")
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return HouseholdError(f"{path} is damaged ({e}); restore a backup with `{RESTORE}`")
+    return HouseholdError(f"cannot use {path} ({e}); check the folder's space and permissions")
+
+
 def _epoch(julian: float) -> float:
     "Seconds since 1970 (UTC) of a julian day, the time format of version 1."
     return (julian - 2440587.5) * 86400
+
+# %% ../nbs/18_household.ipynb #0ae05542
+RESTORING = ".household.restoring"  # the mark of a restore in progress
+_OPENS = itertools.count()  # a process may open one household several times: one mark each
+
+
+def _mark(path: Path, what: str):
+    "The open file `path`, flocked by this process and holding `what`; None when another live process holds it."
+    f = path.open("a+", encoding="utf-8")  # in the state folder, as the database itself
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    except OSError:  # a file system without flock: the marks still name who is there, without a lock
+        pass
+    f.seek(0)
+    f.truncate()
+    f.write(what)
+    f.flush()
+    return f
+
+
+def _unmark(f) -> None:
+    "Remove a mark (removed while still held, then released)."
+    try:
+        os.unlink(f.name)
+    except OSError:
+        pass
+    f.close()
+
+
+def _holder(path: Path) -> str | None:
+    "What the live process holding the mark `path` wrote in it; None, and a mark left by a dead process removed."
+    try:
+        f = path.open(encoding="utf-8")
+    except OSError:
+        return None
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f.read().strip() or "another process"
+        except OSError:
+            return None
+        path.unlink(missing_ok=True)  # its process died without removing it
+    return None
+
+
+def _me() -> str:
+    return f"pid {os.getpid()} ({Path(sys.argv[0]).name or 'python'})"
+
+
+def _hold(folder: Path):
+    "This process's mark that it has the household of `folder` open; HouseholdError while a restore is under way."
+    if fcntl is None:
+        return None
+    mark = _mark(folder / f".household-{os.getpid()}-{next(_OPENS)}.open", _me())
+    if mark is None:  # cannot happen (the name is this process's own); open the household without a mark
+        return None
+    restoring = _holder(folder / RESTORING)  # looked at after the mark is written: one of the two always sees the other
+    if restoring:
+        _unmark(mark)
+        raise HouseholdError(f"the household at {folder} is being restored by {restoring}; wait for it and try again")
+    return mark
+
+
+@contextmanager
+def _restoring(folder: Path):
+    "The restore's mark on `folder` for the block; HouseholdError naming whoever has the household open."
+    if fcntl is None:
+        yield
+        return
+    mark = _mark(folder / RESTORING, _me())
+    if mark is None:
+        raise HouseholdError(f"{folder}: another restore is under way ({_holder(folder / RESTORING)}); wait for it")
+    try:
+        users = [h for p in sorted(folder.glob(".household-*.open")) if (h := _holder(p))]
+        if users:
+            raise HouseholdError(
+                f"the household at {folder} is open in {', '.join(users)}; close it (stop the server, leave the chat) "
+                "and restore again: nothing was changed"
+            )
+        yield
+    finally:
+        _unmark(mark)
 
 # %% ../nbs/18_household.ipynb #2c110757
 class Household:
@@ -348,7 +457,7 @@ class Household:
             self.db.execute("CREATE VIRTUAL TABLE temp.memories_vocab USING fts5vocab(main, memories_fts, 'row')")
         except sqlite3.Error as e:
             self.db.close()
-            raise HouseholdError(f"cannot use {path} ({e}); restore a backup with `{RESTORE}` if it persists") from None
+            raise _problem(e, path) from None
         except BaseException:
             self.db.close()
             raise
@@ -375,19 +484,33 @@ class Household:
             raise HouseholdError(f"{path} is not a file this user can read and write; fix its permissions {again}")
         if not path.exists() and not create:
             raise HouseholdError(f"no household at {folder} ({STATE_FILE} is missing); restore one with `{RESTORE}`")
-        return cls(path, zone, clock)
+        mark = _hold(folder)  # a restore waits until this household is closed
+        try:
+            home = cls(path, zone, clock)
+        except BaseException:
+            if mark:
+                _unmark(mark)
+            raise
+        home._mark = mark
+        return home
 
     @contextmanager
     def _write(self):
-        "One write transaction, under the lock: committed as a whole or rolled back."
+        "One write transaction, under the lock: committed as a whole or rolled back (a full disk: HouseholdError)."
         with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
             try:
-                yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self.db.execute("COMMIT")
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.db
+                except BaseException:
+                    if self.db.in_transaction:
+                        self.db.execute("ROLLBACK")
+                    raise
+                self.db.execute("COMMIT")
+            except sqlite3.OperationalError as e:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise _problem(e, self.path) from None
 
     def _read(self, sql: str, args=()) -> list[tuple]:
         with self.lock:
@@ -405,6 +528,9 @@ class Household:
     def close(self):
         with self.lock:
             self.db.close()
+            if getattr(self, "_mark", None):
+                _unmark(self._mark)
+                self._mark = None
 
     def __enter__(self):
         return self
@@ -467,14 +593,27 @@ MAX_NAME = 40
 MAX_TEXT = 2000  # a memory or a reminder is a sentence or two, not a document
 
 
+MAX_ITEM = 200  # a list item is a few words
+MAX_LIST = 80  # a list's name: 'compra', 'cosas para la fiesta de cumpleaños de la abuela'…
+
+
 def _key(s: str) -> str:
-    "How lists, items and names are compared: case and surrounding spaces do not matter."
-    return " ".join(s.casefold().split())
+    "How lists, items and names are compared: case, spaces and Unicode's two ways of writing 'ë' do not matter."
+    return " ".join(unicodedata.normalize("NFC", s).casefold().split())
+
+
+def _controls(text: str, what: str) -> None:
+    "HouseholdError for control characters (NUL and the like; a line break or a tab is fine) or lone surrogates."
+    if any(unicodedata.category(c) in ("Cc", "Cs") and c not in "\n\t" for c in text):
+        raise HouseholdError(
+            f"the {what} {text[:40].encode('utf-8', 'backslashreplace').decode()!r} has control characters or invalid "
+            "Unicode; use letters, digits and spaces"
+        )
 
 
 def _person_name(name) -> str:
     "A member's name, cleaned: surrounding spaces dropped; HouseholdError when empty, too long or with control chars."
-    clean = str(name).strip()
+    clean = unicodedata.normalize("NFC", str(name)).strip()  # 'Zoë' typed two ways is one member
     if any(unicodedata.category(c).startswith("C") for c in clean):
         raise HouseholdError(f"the name {clean!r} has control characters; use letters, digits and spaces")
     clean = " ".join(clean.split())
@@ -489,9 +628,10 @@ def _person_name(name) -> str:
 
 def _text(text, what: str) -> str:
     "The text of a memory or reminder, stripped; HouseholdError when empty or too long."
-    clean = str(text).strip()
+    clean = unicodedata.normalize("NFC", str(text)).strip()
     if not clean:
         raise HouseholdError(f"the {what} is empty; say what to remember")
+    _controls(clean, what)
     if len(clean) > MAX_TEXT:
         raise HouseholdError(f"the {what} is too long ({len(clean)} characters, at most {MAX_TEXT}); say it shorter")
     return clean
@@ -583,7 +723,7 @@ class Member:
     def list_add(self, list: str, items: list[str]) -> dict:
         name = _list_name(list)
         with self.home._write() as db:
-            rows = [(name, i.strip(), _key(i), self.now().timestamp()) for i in items if i.strip()]
+            rows = [(name, i, _key(i), self.now().timestamp()) for i in map(_item, items) if i]
             db.executemany("INSERT OR IGNORE INTO items (list, item, key, added) VALUES (?, ?, ?, ?)", rows)
             return {"list": name, "items": self._items(name)}
 
@@ -602,9 +742,22 @@ class Member:
 
 
 def _list_name(name: str) -> str:
-    if not _key(str(name)):
+    key = _key(str(name))
+    if not key:
         raise HouseholdError("the list's name is empty; say which list, e.g. 'compra'")
-    return _key(str(name))
+    _controls(key, "list's name")
+    if len(key) > MAX_LIST:
+        raise HouseholdError(f"the list's name {key[:40]!r}... is too long ({len(key)} characters, at most {MAX_LIST})")
+    return key
+
+
+def _item(item) -> str:
+    "A list item, stripped and NFC; HouseholdError when too long or with control characters."
+    clean = " ".join(unicodedata.normalize("NFC", str(item)).split())
+    _controls(clean, "item")
+    if len(clean) > MAX_ITEM:
+        raise HouseholdError(f"the item {clean[:40]!r}... is too long ({len(clean)} characters, at most {MAX_ITEM})")
+    return clean
 
 
 @patch
@@ -618,7 +771,11 @@ def lists(self: Household) -> dict[str, list[str]]:
 # %% ../nbs/18_household.ipynb #5b0f6103
 def _reminder(self, row: tuple) -> dict:
     i, due, said, text = row
-    when = when_text(datetime.fromtimestamp(due, self.home.tz)) if due is not None else f"cuando dijiste: {said}"
+    when = (
+        when_text(datetime.fromtimestamp(due, self.home.tz), self.now())
+        if due is not None
+        else f"cuando dijiste: {said}"
+    )
     return {"id": i, "when": when, "text": text, "due": self.home.iso(due)}
 
 
@@ -631,7 +788,7 @@ def reminder_add(self: Member, when: str, text: str) -> dict:
     with self.home._write() as db:
         row = (self.key, due.timestamp(), " ".join(str(when).split()), text, now.timestamp())
         cur = db.execute("INSERT INTO reminders (person, due, said, text, added) VALUES (?, ?, ?, ?, ?)", row)
-        return {"ok": True, "id": cur.lastrowid, "due": when_text(due)}
+        return {"ok": True, "id": cur.lastrowid, "due": when_text(due, now)}
 
 
 @patch
@@ -782,8 +939,11 @@ def _copy(src: sqlite3.Connection, out: Path):
     try:
         src.backup(dst)
         dst.execute("PRAGMA journal_mode = DELETE")
-    finally:
+    except BaseException:
         dst.close()
+        tmp.unlink(missing_ok=True)  # a full disk leaves no half copy behind
+        raise
+    dst.close()
     os.replace(tmp, out)
 
 
@@ -799,35 +959,56 @@ def backup(self: Household, out) -> Path:
             _copy(self.db, out)
     except OSError as e:
         raise HouseholdError(f"cannot write the backup {out} ({e.strerror}); choose a writable place") from None
+    except sqlite3.Error as e:  # 'database or disk is full': no half copy is left (see _copy)
+        raise HouseholdError(f"cannot write the backup {out} ({e}); free some space or choose another place") from None
     return out
 
 
 @patch(cls_method=True)
-def restore(cls: Household, backup_file, state_dir, force: bool = False) -> Path:
-    "Put the backup `backup_file` in place as the household of `state_dir`; its household.sqlite path."
+def restore(cls: Household, backup_file, state_dir, force: bool = False) -> tuple[Path, Path | None]:
+    "Put the backup `backup_file` in place as the household of `state_dir`: (its file, where the replaced one is kept)."
     src, folder = Path(backup_file).expanduser(), Path(state_dir).expanduser()
     if not src.is_file():
         raise HouseholdError(f"no backup file {src}; give a file that `backup` wrote")
-    _inspect(src)
+    if _inspect(src)["version"] == 0:  # a 0-byte file, or an SQLite file with no tables: it would empty the household
+        raise HouseholdError(f"{src} is empty, not a household backup; give a file that `backup` wrote")
     if folder.exists() and not folder.is_dir():
         raise HouseholdError(f"the state folder {folder} is a file; give a folder with --state DIR")
-    target = folder / STATE_FILE
+    folder.mkdir(parents=True, exist_ok=True)
+    with _restoring(folder):  # nobody has it open, and nobody opens it until the backup is in place
+        try:
+            return _put(src, folder, force)
+        except (OSError, sqlite3.Error) as e:
+            raise HouseholdError(f"cannot restore into {folder} ({e}); nothing was replaced") from None
+
+
+def _put(src: Path, folder: Path, force: bool) -> tuple[Path, Path | None]:
+    "Replace the household of `folder` with `src`; the replaced one is kept beside it, never deleted."
+    target, stamp, kept = folder / STATE_FILE, f"{datetime.now():%Y%m%d-%H%M%S}", None
     if target.exists():
         try:
             held = _inspect(target)
         except HouseholdError:  # unreadable: set aside with its WAL, never deleted, and replaced by the backup
-            aside = f"broken-{datetime.now():%Y%m%d-%H%M%S}"
             for side in ("", "-wal", "-shm"):
                 if target.with_name(STATE_FILE + side).exists():
-                    os.replace(target.with_name(STATE_FILE + side), target.with_name(f"{STATE_FILE}{side}.{aside}"))
-            held = None
+                    os.replace(
+                        target.with_name(STATE_FILE + side), target.with_name(f"{STATE_FILE}{side}.broken-{stamp}")
+                    )
+            held, kept = None, target.with_name(f"{STATE_FILE}.broken-{stamp}")
         people = held.get("people", 0) - 1 if held else 0  # 'familia' is in every household
-        if held and held["memories"] + held["reminders"] + held["items"] + max(people, 0) and not force:
-            raise HouseholdError(
-                f"{target} already holds a household ({held['memories']} memories, {held['reminders']} reminders, "
-                f"{held['items']} list items, {max(people, 0)} members); back it up and pass --force to replace it"
-            )
-    folder.mkdir(parents=True, exist_ok=True)
+        if held and held["memories"] + held["reminders"] + held["items"] + max(people, 0):
+            if not force:
+                raise HouseholdError(
+                    f"{target} already holds a household ({held['memories']} memories, {held['reminders']} "
+                    f"reminders, {held['items']} list items, {max(people, 0)} members); back it up and pass --force "
+                    "to replace it (it is kept beside it)"
+                )
+            kept = target.with_name(f"{STATE_FILE}.replaced-{stamp}")
+            db = _read_only(target)  # a whole copy, its WAL's pages included, before anything is replaced
+            try:
+                _copy(db, kept)
+            finally:
+                db.close()
     staged = folder / f".{STATE_FILE}.restoring"
     db = _read_only(src)
     try:
@@ -837,5 +1018,5 @@ def restore(cls: Household, backup_file, state_dir, force: bool = False) -> Path
     for side in ("-wal", "-shm"):  # a WAL left by the replaced database must never be applied to the backup
         target.with_name(STATE_FILE + side).unlink(missing_ok=True)
     os.replace(staged, target)
-    Household.open(folder).close()  # migrates an older backup, and proves it opens
-    return target
+    Household(target).close()  # migrates an older backup, and proves it opens
+    return target, kept

@@ -115,7 +115,9 @@ def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> tuple[ChatReq
     "The checked request of a raw body and its sampling settings; ServeError(400) naming the field at fault."
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+    except UnicodeDecodeError as e:
+        raise ServeError(400, f"the body is not UTF-8 (byte {e.start}); send the request as UTF-8 JSON") from None
+    except (ValueError, RecursionError) as e:
         raise ServeError(
             400, f"the body is not JSON ({type(e).__name__}); send a chat completion request as JSON"
         ) from None
@@ -643,8 +645,9 @@ def household_main(argv: list[str]) -> int:
     args = household_parser().parse_args(argv)
     try:
         if args.command == "restore":
-            with own_folder(args.state, "ENLACE server"):  # never under a running server's feet
-                print(f"restored {Household.restore(args.backup, args.state, force=args.force)}")
+            # refused while the household is open anywhere (server, chat, another command): see household's marks
+            target, kept = Household.restore(args.backup, args.state, force=args.force)
+            print(f"restored {target}" + (f"; the household it replaced is kept in {kept}" if kept else ""))
             return 0
         home = Household.open(args.state, create=False)
         if args.command == "backup":
@@ -707,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--queue must be 1..1000 and --max-tokens 1..100000")
         model, tok, _ = load_model(args.model)
         check_chat_tokenizer(tok, args.model)
-        held.enter_context(own_folder(args.state, "ENLACE server"))  # one server per household, no restore under it
+        held.enter_context(own_folder(args.state, "ENLACE server"))  # one server per household
         home = Household.open(args.state, zone=args.zone or DEFAULT_ZONE)
         for name in args.person:
             if name.casefold() not in {p.casefold() for p in home.people()}:

@@ -314,13 +314,25 @@ def worst_case_cost(reqs: list[dict], spec: dict) -> float:
     )
 
 # %% ../nbs/40_synth.ipynb #40fe72b0
-def read_records(path) -> list[dict]:
-    "Records of a JSONL file; a torn last line (no newline: a crash mid-write) is ignored."
+def read_records(path, log=None) -> list[dict]:
+    "Records of a JSONL file; a torn last line (a crash mid-write) and unreadable lines are skipped and counted."
     path = Path(path)
     if not path.exists():
         return []
     data = path.read_bytes()
-    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines() if line.strip()]
+    out, bad = [], 0
+    for line in data[: data.rfind(b"\n") + 1].splitlines():
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except ValueError:  # a line torn by a kill and then followed by others, or not UTF-8
+            rec, bad = None, bad + 1
+        if isinstance(rec, dict):
+            out.append(rec)
+        elif rec is not None:
+            bad += 1
+    if bad:
+        (log or (lambda s: print(s, file=sys.stderr)))(f"warning: {path}: skipped {bad} unreadable line(s)")
+    return out
 
 
 def _open_append(path: Path):
@@ -630,7 +642,7 @@ USAGE_KEYS = (
 # %% ../nbs/40_synth.ipynb #b56b7b9e
 def outcome(result: dict, schema: dict | None) -> dict:
     "One API result as a results record ({'output', ...}) or an errors record ({'reason', 'retryable', ...})."
-    kind = result["type"]
+    kind = result.get("type")
     if kind in ("expired", "canceled"):
         return {"reason": kind, "retryable": True}
     if kind == "errored":
@@ -642,7 +654,9 @@ def outcome(result: dict, schema: dict | None) -> dict:
             "message": err.get("message", ""),
             "retryable": t in RETRYABLE_ERRORS,
         }
-    msg = result["message"]
+    msg = result.get("message")
+    if kind != "succeeded" or not isinstance(msg, dict):  # a shape this code does not know: kept as a failure
+        return {"reason": "unexpected_result", "message": f"result type {kind!r} without a message", "retryable": True}
     base = {
         "model": msg.get("model"),
         "stop_reason": msg.get("stop_reason"),
@@ -895,7 +909,21 @@ def dataset_conversations(job: Path, out_dir: Path | None = None, val_fraction: 
         raise JobError(f"{job}/dataset.jsonl: not found; collect the job first")
     split = {"train": [], "val": []}
     rejected = []
-    for r in read_records(job / "dataset.jsonl"):
+    rows = read_records(job / "dataset.jsonl")
+    outputs: dict = {}
+    for r in rows:
+        outputs.setdefault(r.get("custom_id"), set()).add(_dumps(r.get("output")))
+    seen = set()
+    for r in rows:
+        cid = r.get("custom_id")
+        if len(outputs[cid]) > 1:  # one id, different contents: which one is right is unknown; neither is kept
+            rejected.append(
+                {"custom_id": cid, "reason": f"custom_id {cid} holds {len(outputs[cid])} different outputs"}
+            )
+            continue
+        if cid in seen:  # the same content twice: once
+            continue
+        seen.add(cid)
         try:
             conv = check_conversation(output_conversation(r["output"]), r["custom_id"])
         except (ConversationError, ValueError, KeyError, TypeError, AttributeError) as e:

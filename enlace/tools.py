@@ -29,10 +29,10 @@ from .household import DEFAULT_ZONE, FAMILY, Household, HouseholdError, Member, 
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['OPS', 'MAX_DIGITS', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError', 'format_number',
-           'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs', 'ReminderArgs', 'TextArgs',
-           'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'fold', 'content_words', 'ungrounded', 'clarify',
-           'run_call', 'result_text', 'engine_tools']
+__all__ = ['OPS', 'MAX_DIGITS', 'MAX_EXPRESSION', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError',
+           'format_number', 'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs',
+           'ReminderArgs', 'TextArgs', 'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'fold', 'content_words',
+           'ungrounded', 'clarify', 'run_call', 'result_text', 'engine_tools']
 
 # %% ../nbs/19_tools.ipynb #cedac43e
 class ToolError(Exception):
@@ -89,13 +89,21 @@ def _eval(node) -> float:
     raise ToolError(f"only numbers and + - * / ** ( ) are allowed: {ast.unparse(node)!r} is {what}")
 
 
+MAX_EXPRESSION = 500  # characters: arithmetic a person says, not a program
+
+
 def calculator(expression: str) -> dict:
     "The value of an arithmetic expression (Spanish decimal comma accepted), as {'result': '2,15'}."
+    expression = str(expression)
+    if len(expression) > MAX_EXPRESSION:
+        raise ToolError(f"the expression is too long ({len(expression)} characters, at most {MAX_EXPRESSION})")
     try:
         tree = ast.parse(_number(expression.strip()), mode="eval")
+        value = _eval(tree.body)
     except SyntaxError:
         raise ToolError(f"cannot read {expression!r} as arithmetic") from None
-    value = _eval(tree.body)
+    except (OverflowError, RecursionError, MemoryError):  # 0.5**-100000, a deep nesting
+        raise ToolError(f"{expression[:40]!r} is too large or too deeply nested to compute") from None
     if isinstance(value, complex) or not math.isfinite(value):
         raise ToolError(f"{expression!r} has no real finite value")
     return {"result": format_number(value)}
@@ -326,8 +334,13 @@ def clarify(name: str) -> str:
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="enlace-tool")
 
 
-def run_call(text: str, ctx: ToolContext, tainted: bool = False, heard: str | None = None) -> tuple[dict | None, dict]:
-    "Parse, check and run one call as the model wrote it: (the call, or None when unreadable; the result)."
+def run_call(
+    text: str, ctx: ToolContext, tainted: bool = False, heard: str | None = None, own: str | None = None
+) -> tuple[dict | None, dict]:
+    """Parse, check and run one call as the model wrote it: (the call, or None when unreadable; the result).
+
+    `tainted`: text from outside (a web page) is in the context; a writing call then runs only when every word it
+    writes is in `own`, the person's own last message (they asked for it themselves, in their own words)."""
     try:
         call = json.loads(text)
         name, args = call["name"], call["arguments"]
@@ -339,9 +352,10 @@ def run_call(text: str, ctx: ToolContext, tainted: bool = False, heard: str | No
     tool = TOOLS.get(name)
     if tool is None:
         return call, {"error": f"unknown tool {name!r}; tools: {', '.join(TOOLS)}"}
-    if tainted and tool.writes:  # text from outside may be instructions in disguise: nothing changes on its word
-        why = "this turn contains web search results (untrusted text)"
-        return call, {"error": f"{name} refused: {why}; ask the person to say it again in a new message"}
+    if tainted and tool.writes and (own is None or ungrounded(name, args, own, ctx.person)):
+        # text from outside may be instructions in disguise: nothing changes on its word, only on the person's
+        why = "the conversation holds web search results (untrusted text)"
+        return call, {"error": f"{name} refused: {why}; ask the person to say what to write in their own words"}
     if heard is not None and (guess := ungrounded(name, args, heard, ctx.person)):
         said = ", ".join(guess)
         return call, {"error": f"{name} refused: nobody said {said!r}; ask the person what exactly to write"}
@@ -360,25 +374,38 @@ def run_call(text: str, ctx: ToolContext, tainted: bool = False, heard: str | No
         return call, {"error": f"{name} failed: {type(e).__name__}: {e}"}
 
 # %% ../nbs/19_tools.ipynb #913bf490
+class _Every(set):
+    "A set of rows that holds every row."
+
+    def __contains__(self, row) -> bool:
+        return True
+
+
 def result_text(result: dict) -> str:
     "A tool result as the model reads it: compact JSON, non-ASCII kept."
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 
 
 def engine_tools(
-    tok: Tokenizer, ctx: ToolContext, heard: str | list[str] | None = None
+    tok: Tokenizer,
+    ctx: ToolContext,
+    heard: str | list[str] | None = None,
+    untrusted: bool = False,
+    own: str | None = None,
 ) -> tuple[Callable[[int, list[int]], list[int]], list[dict]]:
     """The engine's tool hook for one assistant turn of `ctx`, and the record it fills: [{'row', 'name', ...}].
 
     `heard`: what the person said and the tools answered so far (one text, or one per row); with it, a writing
-    call whose words are not in it is refused and marked `ungrounded` in the record (see `ungrounded`)."""
+    call whose words are not in it is refused and marked `ungrounded` in the record (see `ungrounded`).
+    `untrusted`: the prompt already holds text from outside (an earlier search still in the context window);
+    then, as after a search in this turn, only writes in the words of `own` (the person's last message) run."""
     record = []
-    tainted = set()  # rows whose turn has read text from outside: no more writes in it
+    tainted = _Every() if untrusted else set()  # rows whose context holds text from outside
     said = None if heard is None else [heard] if isinstance(heard, str) else list(heard)
 
     def hook(row: int, ids: list[int]) -> list[int]:
         known = None if said is None else said[0 if len(said) == 1 else row]
-        call, result = run_call(tok.decode(ids), ctx, tainted=row in tainted, heard=known)
+        call, result = run_call(tok.decode(ids), ctx, tainted=row in tainted, heard=known, own=own)
         if call is not None and call["name"] in TOOLS and TOOLS[call["name"]].untrusted:
             tainted.add(row)
         entry = {"row": row, **(call or {"name": None, "arguments": None}), "result": result}

@@ -113,6 +113,27 @@ def kill_group_after(out, ranks: int, steps: int, *extra):
     assert steps <= done < 40, f"killed after {done} steps"
 
 
+def test_killing_only_the_launcher_ends_its_ranks(tmp_path):
+    "kill -9 of torchrun alone (its ranks live in sessions of their own) used to leave both ranks training."
+    p = subprocess.Popen(cmd(tmp_path, 2, "--fresh"), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    metrics = tmp_path / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None and not (metrics.exists() and metrics.read_text().count("\n") >= 3):
+        time.sleep(0.05)
+    ranks = children(p.pid)
+    assert p.poll() is None and len(ranks) >= 2, "the run ended before the launcher could be killed"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(alive(r) for r in ranks):
+        time.sleep(0.1)
+    assert not any(alive(r) for r in ranks), [r for r in ranks if alive(r)]
+    assert metrics.read_text().count("\n") < 40  # they stopped, not finished
+    r = run(tmp_path, 2)  # and the folder is free: no "in use by another training"
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_two_ranks_train_the_same_run_as_one_process(one, two):
     close(two[0], one[0])
 

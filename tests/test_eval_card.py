@@ -120,6 +120,7 @@ def test_tools_task_on_a_chat_model(tmp_path):
         ("empty_ending", ["--tasks", "xstorycloze={tsv}"], "line 2: an empty ending"),
         ("no_pairs", ["--tasks", "minimal-pairs={tmp}/pairs.jsonl"], "pairs.jsonl: no pairs in it"),
         (None, ["--tasks", "minimal-pairs", "--json", "{tmp}/nope/card.json"], "cannot be written"),
+        ("empty_text", ["--tasks", "bpb={tmp}/empty.txt"], "empty.txt: no text to score"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path, cli, bpe_model, make, args, expect):
@@ -136,6 +137,8 @@ def test_bad_input_is_one_line(tmp_path, cli, bpe_model, make, args, expect):
         cells = lines[1].split("\t")
         cells[5] = " "
         lines[1] = "\t".join(cells)
+    elif make == "empty_text":
+        (tmp_path / "empty.txt").write_text("")
     elif make == "no_pairs":
         (tmp_path / "pairs.jsonl").write_text("\n\n")
     tsv.write_text("\n".join(lines) + "\n")

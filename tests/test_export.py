@@ -167,6 +167,18 @@ def test_force_replaces_an_earlier_export_only(tmp_path, bpe, cli):
         r = cli("enlace.export", mf, target, "--no-check", "--force")
         assert r.returncode == 2 and "not an earlier export" in r.stderr and len(r.stderr.splitlines()) == 1
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep" and mf.is_file()
+    # a folder of someone's that merely holds a file named enlace.json: its other files are never deleted
+    (tmp_path / "app" / "src").mkdir(parents=True)
+    for name, text in (("enlace.json", "{}"), ("main.py", "print('hola')"), ("src/util.py", "x = 1")):
+        (tmp_path / "app" / name).write_text(text)
+    r = cli("enlace.export", mf, tmp_path / "app", "--no-check", "--force")
+    assert r.returncode == 2 and "holds files an export does not write (main.py, src)" in r.stderr, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and (tmp_path / "app" / "src" / "util.py").read_text() == "x = 1"
+    assert (tmp_path / "app" / "main.py").read_text() == "print('hola')"
+    # a folder beside the target that looks like a half export but is not one of ours: left alone, no traceback
+    (tmp_path / ".hf2.tmp-abc").mkdir()
+    r = cli("enlace.export", mf, tmp_path / "hf2", "--no-check")
+    assert r.returncode == 0 and (tmp_path / ".hf2.tmp-abc").is_dir(), r.stderr
     cfgjson = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert cfgjson["bos_token_id"] == bpe.special("<|eos|>")  # a document's start, as the harness will prefix
 

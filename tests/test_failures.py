@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import ROOT
 from test_resume import OVERRIDES, final_weights_sha, losses, run, train_cmd
@@ -178,3 +179,40 @@ def test_hand_edited_model_manifest_and_a_folder_as_text_are_one_line(tmp_path):
     assert r.returncode == 2, r.stderr
     assert error_lines(r.stderr) == [f"error: {man}: its 'seq_len' entry disagrees with the model file "
                                      f"(hand-edited?); restore it: {edited['seq_len']}"]
+
+
+def test_a_failed_compile_goes_on_eager_with_one_warning_line(monkeypatch, capsys, tmp_path):
+    "A compile killed once left a 0-byte .so in torch's shared cache, and every later compiled run died at its first step."
+    from types import SimpleNamespace
+
+    from enlace import backends
+
+    monkeypatch.setenv("ENLACE_CACHE", str(tmp_path / "cache"))
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    real = torch.compile
+
+    def broken(gm, example_inputs):
+        raise RuntimeError("main.so: file too short")
+
+    monkeypatch.setattr(torch, "compile", lambda m: real(m, backend=broken))
+    torch._dynamo.reset()
+    try:
+        torch.manual_seed(0)
+        m = torch.nn.Linear(4, 3)
+        c = backends.maybe_compile(m, SimpleNamespace(compile=True))
+        x = torch.randn(2, 4)
+        assert torch.equal(c(x), m(x)) and c.failed
+        c.eval()
+        assert not m.training  # train()/eval() reach the model itself
+        c(x)
+        err = capsys.readouterr().err
+        assert err.count("warning: torch.compile failed") == 1 and "main.so: file too short" in err, err
+        assert len([line for line in err.splitlines() if "torch.compile" in line]) == 1
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "inductor")
+        with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
+            backends.maybe_compile(torch.nn.Linear(5, 3), SimpleNamespace(compile=True))(x)  # the model's own error
+    finally:
+        torch._dynamo.reset()
+        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+            os.environ.pop(var, None)

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 import enlace.synth as gen
-from enlace.synth import (JobError, collect, cost, expand, job_state, load_spec, main, read_records, submit)
+from enlace.synth import (JobError, collect, cost, dataset_conversations, expand, job_state, load_spec, main, outcome,
+                          read_records, submit)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = next((p for p in (ROOT / "configs/gen/example.yaml", Path(__file__).parent / "example.yaml") if p.is_file()), None)
@@ -714,3 +715,28 @@ def test_a_second_command_on_a_busy_job_is_one_line(tmp_path, monkeypatch, capsy
         holder.kill()
         holder.wait()
     assert main(["submit", str(spec)]) == 0  # the lock went with its holder
+
+
+def test_torn_lines_and_unknown_result_shapes_are_skipped_and_counted(tmp_path):
+    "A kill during an append can leave a torn line in the middle once more lines follow; the job goes on."
+    f = tmp_path / "results.jsonl"
+    f.write_bytes(b'{"custom_id": "a"}\n{"custom_id": "b", "out\n\xff\xfe\n[1, 2]\n{"custom_id": "c"}\n{"custom_id": "d"')
+    said = []
+    assert [r["custom_id"] for r in read_records(f, log=said.append)] == ["a", "c"]
+    assert said == [f"warning: {f}: skipped 3 unreadable line(s)"]
+    for result in ({"type": "succeeded"}, {"type": "succeeded", "message": "text"}, {"type": "new_kind", "x": 1}, {}):
+        rec = outcome(result, None)
+        assert rec["reason"] == "unexpected_result" and rec["retryable"], (result, rec)
+
+
+def test_a_custom_id_with_two_contents_is_reported_and_kept_out(tmp_path):
+    def row(cid, q):
+        return json.dumps({"custom_id": cid, "output": {"pregunta": q, "respuesta": "Vale."}}) + "\n"
+
+    (tmp_path / "dataset.jsonl").write_text(row("a", "hola") + row("a", "adiós") + row("b", "¿qué tal?") + row("b", "¿qué tal?"))
+    counts = dataset_conversations(tmp_path, val_fraction=0.0)
+    assert (counts["train"], counts["val"], counts["rejected"]) == (1, 0, 2), counts
+    kept = [json.loads(line) for line in (tmp_path / "conversations" / "train.jsonl").read_text().splitlines()]
+    assert [c["meta"]["custom_id"] for c in kept] == ["b"]
+    rejected = [json.loads(line) for line in (tmp_path / "conversations" / "rejected.jsonl").read_text().splitlines()]
+    assert {r["custom_id"] for r in rejected} == {"a"} and "holds 2 different outputs" in rejected[0]["reason"]

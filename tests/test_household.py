@@ -5,11 +5,14 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timedelta
 
 import pytest
 
 from conftest import ROOT
+from enlace import household
 from enlace.conversation import call_json
 from enlace.household import SCHEMA_VERSION, Household, HouseholdError, parse_when, when_text, zone
 from enlace.tokenizer import Tokenizer
@@ -320,7 +323,7 @@ def test_backup_and_restore_round_trip(tmp_path):
             h.backup(copy)
         want = h.export_person("Marta")
     assert sorted(p.name for p in copy.parent.iterdir()) == ["casa.sqlite"]  # one self-contained file
-    assert Household.restore(copy, tmp_path / "b") == tmp_path / "b" / "household.sqlite"
+    assert Household.restore(copy, tmp_path / "b") == (tmp_path / "b" / "household.sqlite", None)
     with Household.open(tmp_path / "b", clock=lambda: NOW) as h:
         assert h.people() == ["familia", "Marta"]
         assert h.export_person("Marta") == want
@@ -351,6 +354,80 @@ def test_restore_checks_the_backup_and_sets_a_broken_household_aside(tmp_path):
     assert len(broken) == 1 and broken[0].read_bytes() == b"garbage" * 100  # set aside, never deleted
     with Household.open(tmp_path / "state") as h:
         assert h.person("familia").memory_search("wifi")["results"] == ["la clave del wifi es gato123"]
+
+
+def test_restore_refuses_a_file_with_no_household_and_changes_nothing(tmp_path):
+    with Household.open(tmp_path / "state") as h:
+        h.person("familia").list_add("compra", ["pan"])
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")  # what a failed copy or a typo in a shell redirection leaves
+    sqlite3.connect(tmp_path / "blank.sqlite").close()  # an SQLite file with no tables
+    for bad in (empty, tmp_path / "blank.sqlite"):
+        with pytest.raises(HouseholdError, match="is empty, not a household backup"):
+            Household.restore(bad, tmp_path / "state", force=True)
+    with Household.open(tmp_path / "state") as h:
+        assert h.lists() == {"compra": ["pan"]}
+
+
+def test_restore_force_keeps_the_replaced_household_beside_it(tmp_path):
+    with Household.open(tmp_path / "a") as h:
+        copy = h.backup(tmp_path / "copy.sqlite")  # an empty household
+    with Household.open(tmp_path / "state") as h:
+        h.add_person("ana")
+        for i in range(50):
+            h.person("ana").memory_save(f"recuerdo número {i}")
+        h.person("familia").list_add("compra", ["pan", "leche"])
+        target, kept = Household.restore(copy, tmp_path / "b")
+        assert kept is None  # nothing was replaced
+    target, kept = Household.restore(copy, tmp_path / "state", force=True)
+    assert target == tmp_path / "state" / "household.sqlite" and kept.parent == target.parent
+    assert kept.name.startswith("household.sqlite.replaced-")
+    with Household.open(tmp_path / "state") as h:
+        assert h.people() == ["familia"]
+    (tmp_path / "old").mkdir()
+    kept.rename(tmp_path / "old" / "household.sqlite")  # the replaced household, whole, opens as it was
+    with Household.open(tmp_path / "old") as h:
+        assert len(h.person("ana").memories()) == 50 and h.lists() == {"compra": ["pan", "leche"]}
+
+
+HOLD = """
+import sys, time
+from enlace.household import Household
+h = Household.open(sys.argv[1])
+h.person("familia").memory_save("escrito desde otro proceso")
+print("open", flush=True)
+time.sleep(60)
+"""
+
+
+def test_restore_waits_for_every_open_household_and_a_dead_one_holds_nothing(tmp_path):
+    "A chat left open during a restore kept writing to the deleted file: now restore refuses, naming the pid."
+    state = tmp_path / "state"
+    with Household.open(state) as h:
+        copy = h.backup(tmp_path / "copy.sqlite")
+    other = subprocess.Popen([sys.executable, "-c", HOLD, str(state)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "open"
+        with pytest.raises(HouseholdError, match=rf"is open in pid {other.pid} \(-c\); close it .* nothing was changed"):
+            Household.restore(copy, state, force=True)
+        with Household.open(state) as h:  # readers share: this process may open it beside the other one
+            assert h.person("familia").memories()[0]["text"] == "escrito desde otro proceso"
+    finally:
+        other.kill()  # as the OOM killer would: its mark stays on disk, its lock goes with it
+        other.wait()
+    assert list(state.glob(".household-*.open"))  # left behind, and no longer held
+    Household.restore(copy, state, force=True)
+    assert not list(state.glob(".household-*"))  # a dead process's mark is cleared
+    # and while a restore is under way, nobody opens the household
+    with household._restoring(state):
+        with pytest.raises(HouseholdError, match=rf"is being restored by pid {os.getpid()}"):
+            Household.open(state)
+        with pytest.raises(HouseholdError, match="another restore is under way"):
+            Household.restore(copy, state, force=True)
+    with Household.open(state) as h:
+        assert h.people() == ["familia"]
+    assert {p.name for p in state.iterdir()} <= {"household.sqlite", "household.sqlite-wal", "household.sqlite-shm"} | {
+        p.name for p in state.glob("household.sqlite.replaced-*")}
 
 
 def test_restore_migrates_a_v1_backup(tmp_path):
@@ -547,6 +624,19 @@ def say(hook, name, row=0, **arguments) -> dict:
     return json.loads(BTOK.decode(hook(row, BTOK.encode(call_json({"name": name, "arguments": arguments})))))
 
 
+def test_web_text_still_in_the_context_blocks_writes_not_in_the_persons_own_words():
+    "The taint used to lift at the next turn while the search result was still in the prompt."
+    ctx = ToolContext(home=Household(), search=lambda q: PAGE)
+    hook, _ = engine_tools(BTOK, ctx, untrusted=True, own="añade leche a la lista de la compra")
+    assert say(hook, "list_add", list="compra", items=["leche"])["items"] == ["leche"]  # asked in their own words
+    refused = say(hook, "list_add", list="compra", items=["lejía"])["error"]
+    assert refused.startswith("list_add refused: the conversation holds web search results"), refused
+    assert say(hook, "memory_forget", query="todo")["error"].startswith("memory_forget refused: ")
+    assert ctx.home.lists() == {"compra": ["leche"]}
+    hook, _ = engine_tools(BTOK, ctx)  # no text from outside: the same write runs
+    assert say(hook, "list_add", list="compra", items=["lejía"])["items"] == ["leche", "lejía"]
+
+
 def test_a_turn_that_read_web_results_writes_nothing():
     home = Household()
     home.add_person("Marta")
@@ -555,8 +645,8 @@ def test_a_turn_that_read_web_results_writes_nothing():
     hook, record = engine_tools(BTOK, ctx)
     assert say(hook, "web_search", query="alergias") == PAGE
     refused = say(hook, "memory_forget", query="nueces")
-    assert refused == {"error": "memory_forget refused: this turn contains web search results (untrusted text); "
-                                "ask the person to say it again in a new message"}
+    assert refused == {"error": "memory_forget refused: the conversation holds web search results (untrusted text); "
+                                "ask the person to say what to write in their own words"}
     for name, args in [("memory_save", {"text": "x"}), ("list_add", {"list": "compra", "items": ["x"]}),
                        ("list_remove", {"list": "compra", "items": ["x"]}),
                        ("reminder_add", {"when": "mañana", "text": "x"})]:
@@ -650,3 +740,92 @@ def test_words_fold_as_the_index_does():
     home = Household()
     home.person("familia").memory_save("la calle Straße número 3")
     assert home.person("familia").memory_search("Straße")["results"] == ["la calle Straße número 3"]
+
+
+# --- the attack's cases (issue 45): limits, names, times ---------------------------------------------------------
+
+def test_a_negative_span_is_not_read_as_ahead_and_another_year_is_said():
+    for said in ("dentro de -2 horas", "en -5 minutos", "dentro de − 3 días"):
+        with pytest.raises(HouseholdError, match="is not in the future"):
+            parse_when(said, NOW)
+    home = Household(clock=lambda: NOW)
+    due = home.person("familia").reminder_add(f"el 3 de enero de {NOW.year + 1}", "renovar el DNI")["due"]
+    assert f"de enero de {NOW.year + 1} a las" in due, due  # not the same words as this year's 3 January
+    due = home.person("familia").reminder_add("mañana a las 9", "dentista")["due"]
+    assert str(NOW.year) not in due, due  # this year's dates stay short
+    listed = [r["when"] for r in home.person("familia").reminder_list()["reminders"]]
+    assert any(f"de {NOW.year + 1}" in w for w in listed), listed
+
+
+def test_a_name_typed_two_ways_is_one_member():
+    home = Household()
+    composed, decomposed = "Zo\u00eb", "Zoe\u0308"
+    assert home.add_person(composed) == home.add_person(decomposed) == composed
+    assert home.add_person("ZOË") == composed and home.people() == ["familia", composed]
+    home.person(decomposed).memory_save("soy alérgica al kiwi")
+    assert home.person(composed).memories()[0]["text"] == "soy alérgica al kiwi"
+    fam = home.person("familia")
+    fam.list_add("compra", ["pate\u0301"])
+    assert fam.list_add("compra", ["paté"])["items"] == ["paté"]  # one item, NFC
+
+
+def test_lists_and_texts_are_capped_and_refuse_control_characters():
+    fam = Household().person("familia")
+    for call, match in [
+        (lambda: fam.list_add("x" * 10_000, ["pan"]), "the list's name 'x+'... is too long \\(10000 characters"),
+        (lambda: fam.list_add("compra", ["y" * 100_000]), "the item 'y+'... is too long \\(100000 characters"),
+        (lambda: fam.list_add("com\x00pra", ["pan"]), "has control characters"),
+        (lambda: fam.list_add("compra", ["pan\x00"]), "has control characters"),
+        (lambda: fam.memory_save("mi clave\x00 es 1234"), "has control characters"),
+        (lambda: fam.reminder_add("mañana", "llamar\x07"), "has control characters"),
+    ]:
+        with pytest.raises(HouseholdError, match=match) as e:
+            call()
+        assert "\n" not in str(e.value)
+    assert fam.home.lists() == {} and fam.memories() == []
+    assert fam.memory_save("dos líneas:\nuna y otra")["ok"]  # a line break is text, not a control to refuse
+    assert fam.list_add("cosas para la fiesta de cumpleaños de la abuela", ["globos"])["items"] == ["globos"]
+
+
+def test_the_calculator_refuses_what_it_cannot_compute_in_one_line():
+    from enlace.tools import ToolError, calculator
+
+    for expression, match in [
+        ("0.5**-100000", "too large or too deeply nested"),
+        ("1+" * 50_000 + "1", "too long \\(100001 characters, at most 500\\)"),
+        ("-" * 100_000 + "1", "too long"),
+        ("(" * 400 + "1" + ")" * 99, "cannot read|too deeply nested"),
+    ]:
+        with pytest.raises(ToolError, match=match) as e:
+            calculator(expression)
+        assert "\n" not in str(e.value)
+
+
+def test_a_full_disk_is_one_line_that_never_suggests_replacing_the_household(tmp_path):
+    with Household.open(tmp_path / "state") as h:
+        fam = h.person("familia")
+        fam.memory_save("la clave del wifi es gato123")
+        pages = h.db.execute("PRAGMA page_count").fetchone()[0]
+        h.db.execute(f"PRAGMA max_page_count = {pages + 2}")  # what a full disk looks like to SQLite
+        with pytest.raises(HouseholdError) as e:
+            for i in range(200):
+                fam.memory_save(f"recuerdo {i} " + "palabra " * 100)
+        assert str(e.value) == f"the disk holding {h.path} is full; free some space and try again (nothing was written)"
+        assert "restore" not in str(e.value) and "move" not in str(e.value)
+        assert fam.memory_search("wifi")["results"] == ["la clave del wifi es gato123"]  # still usable
+
+        class Full:  # a backup that runs out of room half-way
+            def __init__(self, db):
+                self.db = db
+
+            def backup(self, dst):
+                dst.execute("CREATE TABLE half (x)")
+                raise sqlite3.OperationalError("database or disk is full")
+
+        real, h.db = h.db, Full(h.db)
+        try:
+            with pytest.raises(HouseholdError, match=r"cannot write the backup .* free some space") as e:
+                h.backup(tmp_path / "copias" / "casa.sqlite")
+        finally:
+            h.db = real
+        assert list((tmp_path / "copias").iterdir()) == []  # no .partial left behind

@@ -2,8 +2,11 @@
 memories that belong to one person, untrusted search results, a bounded queue, cancellation when a client
 leaves, one-line 4xx errors for bad input, and the CLI's refusals and household commands."""
 import json
+import os
+import shutil
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -253,6 +256,9 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
         (dict(json={"messages": hi("x" * 3000)}, headers=auth), 400, "the last message is too long"),
         (dict(json={"messages": hi() * 201}, headers=auth), 400, "is over 200"),
         (dict(content=b"[" * 100000, headers=raw), 400, "not JSON"),
+        (dict(content=b'{"messages": [{"role": "user", "content": "hola \\ud800"}]}', headers=raw), 400,
+         "invalid Unicode at character 5"),
+        (dict(content=b'{"messages": [{"role": "user", "content": "hola \xff"}]}', headers=raw), 400, "UTF-8"),
         (dict(content=json.dumps({"messages": hi()}), headers={**auth, "content-type": "text/plain"}), 415, "JSON"),
         (dict(json={"messages": hi()}, headers={**auth, "host": "evil.example"}), 421, "not 'evil.example'"),
         (dict(json={"messages": hi()}), 401, "token"),
@@ -268,6 +274,9 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
     assert s.get("/v1/household/memories", params={"user": "nadie"}, headers=auth).status_code == 400
     r = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": ""}, headers=auth)
     assert r.status_code == 400 and "text" in r.json()["error"]["message"]
+    for body in (b'{"user": "ana", "text": "mi clave \\ud800"}', b'{"user": "ana", "text": "mi clave \\u0000"}'):
+        r = httpx.post(f"{s.url}/v1/household/memories", content=body, headers=raw)
+        assert r.status_code == 400 and "\n" not in r.json()["error"]["message"], r.text
     for text in ("", "   "):
         r = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": text}, headers=auth)
         assert r.status_code == 400 and "\n" not in r.json()["error"]["message"], r.text
@@ -405,6 +414,20 @@ def test_household_commands_backup_restore_people(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     back = Household.open(fresh)
     assert [m["text"] for m in back.person("ana").memories()] == ["la clave del wifi es gato123"]
+    # open (as a chat or the server has it): a restore is refused, naming who has it, and nothing changes
+    back.person("ana").memory_save("la bici está en el trastero")
+    r = cli("enlace.serve", "restore", tmp_path / "copy.sqlite", "--state", fresh, "--force")
+    assert r.returncode == 2 and f"is open in pid {os.getpid()}" in r.stderr and len(r.stderr.splitlines()) == 1
+    back.close()
+    r = cli("enlace.serve", "restore", tmp_path / "copy.sqlite", "--state", fresh, "--force")
+    assert r.returncode == 0 and "the household it replaced is kept in" in r.stdout, r.stderr
+    kept = Path(r.stdout.split("kept in ")[1].strip())
+    (tmp_path / "aside").mkdir()
+    shutil.copy(kept, tmp_path / "aside" / "household.sqlite")  # whole: the replaced household's last write is in it
+    assert "la bici está en el trastero" in [m["text"] for m in Household.open(tmp_path / "aside").person("ana").memories()]
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    r = cli("enlace.serve", "restore", tmp_path / "empty.sqlite", "--state", fresh, "--force")
+    assert r.returncode == 2 and "is empty, not a household backup" in r.stderr, r.stderr
 
 
 def test_the_command_serves_with_a_token(model_file, tmp_path):
