@@ -53,6 +53,8 @@ def fit_prompt(messages: list[dict], tok: Tokenizer, max_seq_len: int, room: int
         nxt = next((i for i, m in enumerate(rest[dropped + 1 :], dropped + 1) if m["role"] == "user"), len(rest) - 1)
         size -= sum(len(p) for p in pieces[dropped:nxt])
         dropped = nxt
+    if dropped and rest[dropped - 1]["role"] == "tool":  # kept alone after a result it no longer follows: its header
+        pieces[dropped] = message_ids(rest[dropped:], 0, tok)[0]
     return [*head, *(i for p in pieces[dropped:] for i in p), *tail], dropped
 
 

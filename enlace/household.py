@@ -214,7 +214,9 @@ def parse_when(text: str, now: datetime) -> datetime:
         raise HouseholdError("parse_when needs an aware `now` (a datetime with its time zone)")
     said = " ".join(str(text).split())
     unknown = HouseholdError(f"cannot read the time {said!r}; say e.g. {WHEN_EXAMPLES}")
-    if re.search(r"(?:dentro de|en)\s*[-−‐]\s*\d", said.lower()):  # folding would drop the minus: -2 hours is not ahead
+    if re.search(
+        r"(?:dentro de|en)\s*[-\u2010-\u2015\u2212\ufe58\ufe63\uff0d]\s*\d", said.lower()
+    ):  # folding would drop the minus: -2 hours is not ahead
         raise HouseholdError(f"{said!r} is not in the future; say e.g. 'dentro de 10 minutos'")
     rest = _fold(said)
     if m := _RELATIVE.fullmatch(rest):
@@ -256,7 +258,9 @@ def parse_when(text: str, now: datetime) -> datetime:
         due = _at(_month_with(day.year, day.month + 1, day.day, said), h, minute, now.tzinfo)
     if due > now:
         return due
-    raise HouseholdError(f"{said!r} has already passed ({when_text(due)}); say a later time, e.g. 'mañana a las 9'")
+    raise HouseholdError(
+        f"{said!r} has already passed ({when_text(due, now)}); say a later time, e.g. 'mañana a las 9'"
+    )
 
 # %% ../nbs/18_household.ipynb #027c1448
 SCHEMA_VERSION = 2
@@ -332,12 +336,12 @@ def _inspect(path: Path) -> dict:
 
 def _problem(e: sqlite3.Error, path) -> HouseholdError:
     "One line for an SQLite failure: a full disk or a busy file is said as such; only damage suggests a backup."
-    code = getattr(e, "sqlite_errorcode", None)
-    if code == sqlite3.SQLITE_FULL or "disk is full" in str(e):
+    code = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF  # the primary code of an extended one (SQLite's numbers)
+    if code == 13 or "disk is full" in str(e):  # SQLITE_FULL
         return HouseholdError(f"the disk holding {path} is full; free some space and try again (nothing was written)")
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or "locked" in str(e):
+    if code in (5, 6) or "locked" in str(e):  # SQLITE_BUSY, SQLITE_LOCKED
         return HouseholdError(f"{path} is busy with another program's write; try again in a moment")
-    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+    if code in (11, 26) or "malformed" in str(e):  # SQLITE_CORRUPT, SQLITE_NOTADB
         return HouseholdError(f"{path} is damaged ({e}); restore a backup with `{RESTORE}`")
     return HouseholdError(f"cannot use {path} ({e}); check the folder's space and permissions")
 
@@ -352,26 +356,35 @@ _OPENS = itertools.count()  # a process may open one household several times: on
 
 
 def _mark(path: Path, what: str):
-    "The open file `path`, flocked by this process and holding `what`; None when another live process holds it."
-    f = path.open("a+", encoding="utf-8")  # in the state folder, as the database itself
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        return None
-    except OSError:  # a file system without flock: the marks still name who is there, without a lock
-        pass
-    f.seek(0)
-    f.truncate()
+    "(open file, path): `path` made, flocked by this process and holding `what`; None when a live process holds it."
+    # written and locked under a name of its own first, then linked into place: a mark is never seen unlocked
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{next(_OPENS)}.new")
+    f = tmp.open("w", encoding="utf-8")  # in the state folder, as the database itself
     f.write(what)
     f.flush()
-    return f
-
-
-def _unmark(f) -> None:
-    "Remove a mark (removed while still held, then released)."
     try:
-        os.unlink(f.name)
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file of its own: never held by another
+        while True:
+            try:
+                os.link(tmp, path)
+                return f, path
+            except FileExistsError:
+                if _holder(path):  # alive: it keeps its mark
+                    f.close()
+                    return None
+                # a dead process's mark, just removed by _holder: link again
+    except OSError:  # no flock or no hard links on this file system: the mark names who is there, without a lock
+        os.replace(tmp, path)
+        return f, path
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _unmark(mark) -> None:
+    "Remove a mark (removed while still held, then released)."
+    f, path = mark
+    try:
+        path.unlink()
     except OSError:
         pass
     f.close()
@@ -390,7 +403,11 @@ def _holder(path: Path) -> str | None:
             return f.read().strip() or "another process"
         except OSError:
             return None
-        path.unlink(missing_ok=True)  # its process died without removing it
+        try:  # its process died without removing it; removed unless another mark took the name meanwhile
+            if os.fstat(f.fileno()).st_ino == os.stat(path).st_ino:
+                path.unlink()
+        except OSError:
+            pass
     return None
 
 
@@ -402,12 +419,11 @@ def _hold(folder: Path):
     "This process's mark that it has the household of `folder` open; HouseholdError while a restore is under way."
     if fcntl is None:
         return None
-    mark = _mark(folder / f".household-{os.getpid()}-{next(_OPENS)}.open", _me())
-    if mark is None:  # cannot happen (the name is this process's own); open the household without a mark
-        return None
+    mark = _mark(folder / f".household-{os.getpid()}-{next(_OPENS)}.open", _me())  # a name of its own: never None
     restoring = _holder(folder / RESTORING)  # looked at after the mark is written: one of the two always sees the other
     if restoring:
-        _unmark(mark)
+        if mark:
+            _unmark(mark)
         raise HouseholdError(f"the household at {folder} is being restored by {restoring}; wait for it and try again")
     return mark
 
@@ -507,7 +523,9 @@ class Household:
                         self.db.execute("ROLLBACK")
                     raise
                 self.db.execute("COMMIT")
-            except sqlite3.OperationalError as e:
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.DatabaseError as e:  # a full disk, a damaged file: one line, never a traceback
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise _problem(e, self.path) from None
@@ -984,7 +1002,10 @@ def restore(cls: Household, backup_file, state_dir, force: bool = False) -> tupl
 
 def _put(src: Path, folder: Path, force: bool) -> tuple[Path, Path | None]:
     "Replace the household of `folder` with `src`; the replaced one is kept beside it, never deleted."
-    target, stamp, kept = folder / STATE_FILE, f"{datetime.now():%Y%m%d-%H%M%S}", None
+    target, kept = folder / STATE_FILE, None
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    while any(folder.glob(f"{STATE_FILE}*.*-{stamp}")):  # two restores in one second: the second keeps its own
+        stamp = f"{datetime.now():%Y%m%d-%H%M%S-%f}"
     if target.exists():
         try:
             held = _inspect(target)

@@ -379,6 +379,8 @@ def job_state(job: Path) -> dict:
     seen = {(o["batch_id"], o["custom_id"]) for o in results + errors}
     uncollected, in_flight = [], set()
     for b in batches:
+        if b.get("intent") not in intents:  # its intent line was unreadable (skipped and counted by read_records)
+            continue
         left = [c for c in intents[b["intent"]]["custom_ids"] if (b["id"], c) not in seen]
         if left:
             uncollected.append(b)
@@ -912,10 +914,10 @@ def dataset_conversations(job: Path, out_dir: Path | None = None, val_fraction: 
     rows = read_records(job / "dataset.jsonl")
     outputs: dict = {}
     for r in rows:
-        outputs.setdefault(r.get("custom_id"), set()).add(_dumps(r.get("output")))
+        outputs.setdefault(str(r.get("custom_id")), set()).add(_canonical(r.get("output")))
     seen = set()
     for r in rows:
-        cid = r.get("custom_id")
+        cid = str(r.get("custom_id"))
         if len(outputs[cid]) > 1:  # one id, different contents: which one is right is unknown; neither is kept
             rejected.append(
                 {"custom_id": cid, "reason": f"custom_id {cid} holds {len(outputs[cid])} different outputs"}
@@ -925,12 +927,12 @@ def dataset_conversations(job: Path, out_dir: Path | None = None, val_fraction: 
             continue
         seen.add(cid)
         try:
-            conv = check_conversation(output_conversation(r["output"]), r["custom_id"])
+            conv = check_conversation(output_conversation(r["output"]), cid)
         except (ConversationError, ValueError, KeyError, TypeError, AttributeError) as e:
-            rejected.append({"custom_id": r.get("custom_id"), "reason": f"{type(e).__name__}: {e}"})
+            rejected.append({"custom_id": cid, "reason": f"{type(e).__name__}: {e}"})
             continue
-        conv["meta"] = {"source": "synth", "custom_id": r["custom_id"], "model": r.get("model")}
-        h = int(hashlib.sha256(r["custom_id"].encode()).hexdigest()[:8], 16) / 16**8
+        conv["meta"] = {"source": "synth", "custom_id": cid, "model": r.get("model")}
+        h = int(hashlib.sha256(cid.encode()).hexdigest()[:8], 16) / 16**8
         split["val" if h < val_fraction else "train"].append(conv)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, convs in split.items():

@@ -32,7 +32,7 @@ from .tokenizer import Tokenizer
 __all__ = ['OPS', 'MAX_DIGITS', 'MAX_EXPRESSION', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError',
            'format_number', 'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs',
            'ReminderArgs', 'TextArgs', 'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'fold', 'content_words',
-           'ungrounded', 'clarify', 'run_call', 'result_text', 'engine_tools']
+           'ungrounded', 'in_own_words', 'clarify', 'run_call', 'result_text', 'engine_tools']
 
 # %% ../nbs/19_tools.ipynb #cedac43e
 class ToolError(Exception):
@@ -310,11 +310,24 @@ def ungrounded(name: str, arguments: dict, heard: str, speaker: str | None = Non
     if name not in WRITE_FIELDS or not isinstance(arguments, dict):
         return []
     said = set(content_words(heard)) | set(content_words(speaker or ""))
+    return list(dict.fromkeys(w for w in _written(name, arguments) if not any(_same_root(w, s) for s in said)))
+
+
+def _written(name: str, arguments: dict) -> list[str]:
+    "The content words a writing call writes (the list's name too, unless it is the everyday list)."
     values = [arguments.get(f) for f in WRITE_FIELDS[name]]
     if name in ("list_add", "list_remove") and content_words(str(arguments.get("list", ""))) != [DEFAULT_LIST]:
         values.append(arguments.get("list"))
-    words = [w for v in values for x in (v if isinstance(v, list) else [v]) for w in content_words(str(x or ""))]
-    return list(dict.fromkeys(w for w in words if not any(_same_root(w, s) for s in said)))
+    return [w for v in values for x in (v if isinstance(v, list) else [v]) for w in content_words(str(x or ""))]
+
+
+def in_own_words(name: str, arguments: dict, own: str, speaker: str | None = None) -> bool:
+    "Strictly: whether a writing call writes content words, each exactly as said in `own` (or the person's name)."
+    if name not in WRITE_FIELDS or not isinstance(arguments, dict):
+        return True
+    said = set(content_words(own)) | set(content_words(speaker or ""))
+    words = _written(name, arguments)
+    return bool(words) and all(w in said for w in words)  # no roots, no call of only stopwords ('dentro')
 
 
 CLARIFY = {
@@ -352,7 +365,7 @@ def run_call(
     tool = TOOLS.get(name)
     if tool is None:
         return call, {"error": f"unknown tool {name!r}; tools: {', '.join(TOOLS)}"}
-    if tainted and tool.writes and (own is None or ungrounded(name, args, own, ctx.person)):
+    if tainted and tool.writes and (own is None or not in_own_words(name, args, own, ctx.person)):
         # text from outside may be instructions in disguise: nothing changes on its word, only on the person's
         why = "the conversation holds web search results (untrusted text)"
         return call, {"error": f"{name} refused: {why}; ask the person to say what to write in their own words"}

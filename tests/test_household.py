@@ -384,6 +384,10 @@ def test_restore_force_keeps_the_replaced_household_beside_it(tmp_path):
     assert kept.name.startswith("household.sqlite.replaced-")
     with Household.open(tmp_path / "state") as h:
         assert h.people() == ["familia"]
+    with Household.open(tmp_path / "state") as h:
+        h.person("familia").list_add("compra", ["sal"])
+    _, again = Household.restore(copy, tmp_path / "state", force=True)  # within the same second: its own copy
+    assert again != kept and kept.exists() and again.exists()
     (tmp_path / "old").mkdir()
     kept.rename(tmp_path / "old" / "household.sqlite")  # the replaced household, whole, opens as it was
     with Household.open(tmp_path / "old") as h:
@@ -632,6 +636,9 @@ def test_web_text_still_in_the_context_blocks_writes_not_in_the_persons_own_word
     refused = say(hook, "list_add", list="compra", items=["lejía"])["error"]
     assert refused.startswith("list_add refused: the conversation holds web search results"), refused
     assert say(hook, "memory_forget", query="todo")["error"].startswith("memory_forget refused: ")
+    # strictly the person's words: no word that merely shares a root ('leche' / 'lechera'), no call of only stopwords
+    assert say(hook, "list_add", list="compra", items=["lechera"])["error"].startswith("list_add refused: ")
+    assert say(hook, "memory_forget", query="dentro")["error"].startswith("memory_forget refused: ")
     assert ctx.home.lists() == {"compra": ["leche"]}
     hook, _ = engine_tools(BTOK, ctx)  # no text from outside: the same write runs
     assert say(hook, "list_add", list="compra", items=["lejía"])["items"] == ["leche", "lejía"]
@@ -745,7 +752,7 @@ def test_words_fold_as_the_index_does():
 # --- the attack's cases (issue 45): limits, names, times ---------------------------------------------------------
 
 def test_a_negative_span_is_not_read_as_ahead_and_another_year_is_said():
-    for said in ("dentro de -2 horas", "en -5 minutos", "dentro de − 3 días"):
+    for said in ("dentro de -2 horas", "en -5 minutos", "dentro de − 3 días", "dentro de –2 horas", "en －1 hora"):
         with pytest.raises(HouseholdError, match="is not in the future"):
             parse_when(said, NOW)
     home = Household(clock=lambda: NOW)

@@ -291,6 +291,27 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
     assert "http://" not in page.text and "https://" not in page.text
 
 
+def test_tokens_in_any_case_wrong_ones_limited_and_a_person_deleted_only_on_confirmation(live):
+    "Issue 45: 'bearer' in any case (RFC 9110); guessing the token is rate-limited per client; no erasure by accident."
+    token = "a-token-of-at-least-16"
+    s = live(Babbler(), token=token)
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        assert s.get("/v1/household", headers={"Authorization": f"{scheme} {token}"}).status_code == 200, scheme
+    auth = {"Authorization": f"Bearer {token}"}
+    url = f"{s.url}/v1/household/people/luis"
+    for params, says in (({}, "needs confirm=luis"), ({"confirm": "ana"}, "needs confirm=luis")):
+        r = httpx.delete(url, params=params, headers=auth)
+        assert r.status_code == 400 and says in r.json()["error"]["message"], r.text
+    assert "luis" in s.get("/v1/household", headers=auth).json()["people"]  # nothing was deleted
+    r = httpx.delete(url, params={"confirm": "Luis"}, headers=auth)
+    assert r.status_code == 200 and "luis" not in s.get("/v1/household", headers=auth).json()["people"], r.text
+    for _ in range(5):  # wrong tokens: 401 each, then this client waits, even with the right token
+        assert s.get("/v1/household", headers={"Authorization": "Bearer nope"}).status_code == 401
+    r = s.get("/v1/household", headers=auth)
+    assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60, r.text
+    assert "too many wrong tokens" in r.json()["error"]["message"]
+
+
 def _stream_first_chunk(s, body, got, leave=True):
     "Open a streamed completion, read until the first content arrives, then leave (close the connection)."
     with httpx.stream("POST", f"{s.url}/v1/chat/completions", json=body, timeout=60) as r:
