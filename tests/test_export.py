@@ -213,6 +213,28 @@ def test_bfloat16_export_matches_rounded_weights(tmp_path, bpe):
         assert (hf_model(folder)(ids).logits - model(ids)).abs().max() > 1e-4  # the rounding is really there
 
 
+def test_the_tolerance_follows_the_logits_scale_and_a_wrong_export_is_still_refused(tmp_path, bpe, monkeypatch):
+    "A trained model's logits are large (|logit| ~ 30): a faithful export differs by ~1e-3 there, and was refused."
+    torch.manual_seed(0)
+    model = Transformer(cfg(bpe.vocab_size)).eval()
+    with torch.no_grad():  # large activations and logits, as training grows them (a fresh model's are small)
+        for name, p in model.named_parameters():
+            if p.dim() == 2 and "lm_head" not in name:
+                p.mul_(3.0)
+        model.lm_head.weight.normal_(0.0, 20.0)
+    mf = export_model(model, tmp_path / "big", bpe)
+    for dtype in ("float32", "bfloat16"):
+        res = export(mf, tmp_path / f"hf-{dtype}", dtype=dtype)
+        assert res["max_abs_logit"] > 100 and res["tolerance"] == pytest.approx(1e-4 * res["max_abs_logit"])
+        assert res["max_abs_logit_diff"] > 1e-4, res  # what the absolute bound refused
+        assert res["max_abs_logit_diff"] <= res["tolerance"] and res["greedy_equal"] and res["tokens_equal"], res
+    # a real mistake (RoPE's features in the wrong order) is off by far more than that: refused, nothing written
+    monkeypatch.setattr("enlace.export.rope_permutation", lambda head_dim: torch.arange(head_dim))
+    with pytest.raises(ExportError, match="transformers computes something else"):
+        export(mf, tmp_path / "wrong")
+    assert not (tmp_path / "wrong").exists()
+
+
 def test_refusals_are_one_line_and_write_nothing(tmp_path, bpe, cli):
     c = cfg(bpe.vocab_size)
     torch.manual_seed(0)
