@@ -285,6 +285,8 @@ def test_arguments_are_verbatim(train, heldout):
         template = BY_ID[meta["template"]]
         text = " ".join(user_texts(conv)) if template.context else user_texts(conv)[-1]
         for key, value in args.items():
+            if key == "list" and value == "compra" and "compra" not in text.casefold():  # named nowhere: the
+                continue  # everyday list ("apunta leche"; a context turn after it: "¿cómo queda la lista?")
             if key == "when" and template.kind.startswith("timer"):  # a countdown: 'dentro de 10 minutos'
                 assert re.fullmatch(r"(en|dentro de) (\d+) minutos", value) and value.split()[-2] in text, (value, text)
                 continue
@@ -324,7 +326,7 @@ def test_calculator_numbers_and_results(train, heldout):
             for n in numbers:
                 assert n in text, (n, expr, text)
     assert seen > 150
-    assert 0.01 < errors / seen < 0.08
+    assert 0 < errors and errors / seen < 0.08  # ~2.4 % divide by zero (12 000 conversations): a few in any sample
 
 
 def test_context_turns(train):
@@ -685,3 +687,15 @@ def test_found_first_person_facts_are_said_back_to_the_person(train):
                 back += 1
                 assert not any(f in reply["content"] for f in first), (first, reply["content"])
     assert back > 5, back
+
+
+def test_things_to_buy_with_no_list_named_go_to_the_everyday_list(train):
+    "'quita las manzanas' names things to buy, not something told: list_remove on 'compra', never memory_forget."
+    bare = [c for c in train if BY_ID[c["meta"]["template"]].kind.startswith("bare_")]
+    assert len(bare) > 10, len(bare)
+    for c in bare:
+        call, _ = list(calls(c))[-1]
+        assert call["name"] == c["meta"]["intent"] in ("list_add", "list_remove"), call
+        assert call["arguments"]["list"] == "compra" and "lista" not in user_texts(c)[-1].casefold(), c
+        if not c["meta"]["noise"]:
+            assert all(i in user_texts(c)[-1] for i in call["arguments"]["items"]), (call, user_texts(c)[-1])

@@ -1,4 +1,4 @@
-"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 420 phrasing templates over 11 tools and plain replies, and a compositional grammar of request frames (enlace.tasks.assistant.grammar) that writes most requests of the kinds it covers (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context, long conversations of 4-12 exchanges, timers, stories and what it cannot do, questions about what was told that never name the memory, and direct questions about the world in the same frames), slot values drawn from open lexicons, tool results from the real tools, a held-out split of whole templates, whole grammar frames and lexicon values, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
+"""Procedurally generated Spanish family-assistant conversations for supervised fine-tuning: 436 phrasing templates over 11 tools and plain replies, and a compositional grammar of request frames (enlace.tasks.assistant.grammar) that writes most requests of the kinds it covers (tú and usted, Spain and Latin America, typos and missing accents in a share of requests, multi-turn with context, long conversations of 4-12 exchanges, timers, stories and what it cannot do, questions about what was told that never name the memory, and direct questions about the world in the same frames), slot values drawn from open lexicons, tool results from the real tools, a held-out split of whole templates, whole grammar frames and lexicon values, and memory blocks in the system turn of training conversations (memories to ignore, and 48 recall templates answered from a memory).
 
 Docs: https://enlace-lm.github.io/enlace/assistant.html.md"""
 
@@ -201,6 +201,15 @@ _SPECS["list_add"] = [
     ("ctx_add", "t", "y apunta también {items}"),
     ("ctx_add", "u", "añada también {items}, por favor"),
     ("ctx_add", "n", "ah, y {items} también"),
+    # things to buy, with no list named: the household's everyday list (people rarely name it)
+    ("bare_add", "t", "apunta {items}"),
+    ("bare_add", "t", "añade {items}"),
+    ("bare_add", "n", "hay que comprar {items}"),
+    ("bare_add", "n", "nos hemos quedado sin {items}"),
+    ("bare_add", "u", "apunte {items}, por favor"),
+    ("bare_add", "v", "anotá {items}"),
+    ("bare_add", "t", "pon {items} para comprar"),
+    ("bare_add", "n", "hace falta comprar {items}"),
     ("add", "t", "quiero añadir {items} a {list_phrase}"),
     ("add", "n", "{items} a {list_phrase}, porfa"),
     ("add", "t", "¿añades {items} a {list_phrase}?"),
@@ -265,6 +274,15 @@ _SPECS["list_remove"] = [
     ("ctx_remove", "t", "bueno, borra {items}"),
     ("ctx_remove", "u", "quite {items} de ahí, por favor"),
     ("ctx_remove", "t", "mejor quita {items}"),
+    # the same, taken off: "quita las manzanas" names things to buy, not something told (memory_forget)
+    ("bare_remove", "t", "tacha {items}"),
+    ("bare_remove", "t", "quita {items}"),
+    ("bare_remove", "n", "ya no hace falta comprar {items}"),
+    ("bare_remove", "u", "quite {items}, por favor"),
+    ("bare_remove", "v", "sacá {items}"),
+    ("bare_remove", "t", "elimina {items} de lo que hay que comprar"),
+    ("bare_remove", "t", "borra {items}, que ya hay"),
+    ("bare_remove", "n", "{items} ya no, gracias"),
     ("remove", "t", "ya no necesito {items}, quítalo de {list_phrase}"),
     ("remove", "v", "borrá {items} de {list_phrase}"),
     ("remove", "t", "¿borras {items} de {list_phrase}?"),
@@ -1574,6 +1592,8 @@ def _list_key(c: Ctx, t: Template, slots: dict) -> str:
     "Return the list of the request: the previous turn's list for context templates, else a drawn one."
     if t.context:
         return c.prev["list"]
+    if t.kind.startswith("bare_"):  # no list named: the everyday one
+        return "compra"
     key = c.rng.choices(tuple(LIST_PHRASES), LIST_WEIGHTS)[0]
     slots["list_phrase"] = c.rng.choice(LIST_PHRASES[key])
     return key

@@ -382,11 +382,19 @@ def natural_score(rows: list[dict], turns: list[dict]) -> dict:
                     ungrounded(c["name"], c["arguments"], row["request"], row["speaker"]) for c in done
                 ),
                 "wrong_write": any(c["name"] != row["tool"] for c in done),
+                "called": first["name"] or "ninguna",  # what the first call was, for `instead`
             }
         )
     df = pd.DataFrame(table).astype({"choice": float, "arguments": float, "ungrounded": float})
     per = df.groupby("intent")[["choice", "arguments", "ungrounded"]].mean().round(3)
     per.insert(0, "n", df.groupby("intent").size())
+    # where the wrong choices went, most often first ("memory_search 14 · ninguna 3"): which boundary to work on
+    wrong = (
+        df[df.choice == 0]
+        .groupby("intent")["called"]
+        .agg(lambda c: " · ".join(f"{k} {v}" for k, v in c.value_counts().items()))
+    )
+    per["instead"] = wrong.reindex(per.index).fillna("")
     silent = df[df.intent.isin(["chat", "out_of_scope"])]
     return {
         "tool_choice": float(df.choice.mean()),
