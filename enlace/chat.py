@@ -18,14 +18,8 @@ from pathlib import Path
 
 from .checkpoint import ModelFileError, load_model
 from .common import run_cli
-from enlace.conversation import (
-    ConversationError,
-    check_chat_tokenizer,
-    message_ids,
-    parse,
-    render_prompt,
-    with_memories,
-)
+from .conversation import ConversationError, check_chat_tokenizer, message_ids, parse, render_prompt
+from .conversation import with_memories
 from .engine import Engine, Sampling, SamplingError
 from .household import DEFAULT_ZONE, FAMILY, Household
 from .model import Transformer

@@ -364,15 +364,15 @@ def _mark(path: Path, what: str):
     f.flush()
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file of its own: never held by another
-        while True:
+        for _ in range(3):  # a dead process's mark is removed by _holder, then linked again
             try:
                 os.link(tmp, path)
                 return f, path
             except FileExistsError:
                 if _holder(path):  # alive: it keeps its mark
-                    f.close()
-                    return None
-                # a dead process's mark, just removed by _holder: link again
+                    break
+        f.close()  # held by a live process (or a dead one's mark that cannot be removed)
+        return None
     except OSError:  # no flock or no hard links on this file system: the mark names who is there, without a lock
         os.replace(tmp, path)
         return f, path

@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 import traceback
-import unicodedata
 import uuid
 from importlib import resources
 from collections.abc import Callable
@@ -283,12 +282,6 @@ def close(self: Service) -> None:
     self.worker.join(timeout=30)
 
 # %% ../nbs/21_serve.ipynb #111e959f
-def _same_name(a: str, b: str) -> bool:
-    "Whether two member names are the same name (Unicode's two ways of writing 'ë', case and spaces aside)."
-    key = lambda s: " ".join(unicodedata.normalize("NFC", s).casefold().split())
-    return key(a) == key(b)
-
-
 def _member(service: Service, user: str | None) -> Member:
     "The household member a request speaks for (default: the shared member 'familia'); 400 when unknown."
     try:
@@ -415,6 +408,8 @@ class Guard:
             scheme, _, given = headers.get("authorization", "").strip().partition(" ")
             # the scheme in any case, as RFC 9110 says ("bearer", "BEARER"); the token compared in constant time
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
+                # addresses whose failures have all aged out are forgotten: the table stays as small as the attack
+                self.failures = {c: ts for c, ts in self.failures.items() if now - ts[-1] < FAILURES[1]}
                 self.failures[client] = [*recent, now]
                 return ServeError(
                     401, "missing or wrong token: send 'Authorization: Bearer <token>'", kind="authentication_error"
@@ -622,10 +617,16 @@ def _household_routes(app, service: Service) -> None:
 
     @app.delete("/v1/household/people/{name}")
     def forget_person(name: str, confirm: str | None = None):  # refusing 'familia' is a HouseholdError: a 400
-        who = _member(service, name).name
-        if confirm is None or not _same_name(confirm, who):  # one request must not erase a person by accident
-            raise ServeError(400, f"deleting {who} and all of theirs needs confirm={who} in the request", "confirm")
-        return {"deleted": home.remove_person(who)}
+        who = _member(service, name)
+        try:  # the same member, named as the household compares names (case, 'ë' typed two ways)
+            same = confirm is not None and home.person(confirm).key == who.key
+        except HouseholdError:
+            same = False
+        if not same:  # one request must not erase a person by accident
+            raise ServeError(
+                400, f"deleting {who.name} and all of theirs needs confirm={who.name} in the request", "confirm"
+            )
+        return {"deleted": home.remove_person(who.name)}
 
 # %% ../nbs/21_serve.ipynb #0b54fb21
 COMMANDS = ("backup", "restore", "people")

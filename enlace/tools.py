@@ -387,13 +387,6 @@ def run_call(
         return call, {"error": f"{name} failed: {type(e).__name__}: {e}"}
 
 # %% ../nbs/19_tools.ipynb #913bf490
-class _Every(set):
-    "A set of rows that holds every row."
-
-    def __contains__(self, row) -> bool:
-        return True
-
-
 def result_text(result: dict) -> str:
     "A tool result as the model reads it: compact JSON, non-ASCII kept."
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
@@ -413,12 +406,12 @@ def engine_tools(
     `untrusted`: the prompt already holds text from outside (an earlier search still in the context window);
     then, as after a search in this turn, only writes in the words of `own` (the person's last message) run."""
     record = []
-    tainted = _Every() if untrusted else set()  # rows whose context holds text from outside
+    tainted = set()  # rows whose turn has read text from outside (with `untrusted`: every row)
     said = None if heard is None else [heard] if isinstance(heard, str) else list(heard)
 
     def hook(row: int, ids: list[int]) -> list[int]:
         known = None if said is None else said[0 if len(said) == 1 else row]
-        call, result = run_call(tok.decode(ids), ctx, tainted=row in tainted, heard=known, own=own)
+        call, result = run_call(tok.decode(ids), ctx, tainted=untrusted or row in tainted, heard=known, own=own)
         if call is not None and call["name"] in TOOLS and TOOLS[call["name"]].untrusted:
             tainted.add(row)
         entry = {"row": row, **(call or {"name": None, "arguments": None}), "result": result}
