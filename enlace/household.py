@@ -7,8 +7,11 @@ Docs: https://enlace-lm.github.io/enlace/household.html.md"""
 # %% ../nbs/18_household.ipynb #21f8c948
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import os
+import secrets
 import re
 import sqlite3
 import sys
@@ -30,9 +33,9 @@ except ImportError:  # Windows: no flock; one process at a time in a household f
 
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
-           'RESTORE', 'SCHEMA', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST', 'STOPWORDS',
-           'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when',
-           'Household', 'Member']
+           'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST',
+           'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX',
+           'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
 class HouseholdError(ValueError):
@@ -263,7 +266,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     )
 
 # %% ../nbs/18_household.ipynb #027c1448
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATE_FILE = "household.sqlite"
 FAMILY = "familia"  # the shared member every household has
 RESTORE = "python -m enlace.serve restore BACKUP --state DIR"
@@ -287,7 +290,15 @@ SCHEMA = (
     " INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.id, old.text);"
     " INSERT INTO memories_fts (rowid, text) VALUES (new.id, new.text); END",
 )
+# version 3: each member's secrets, as scrypt hashes: a PIN for the page, tokens for programs, the page's sessions
+CREDENTIALS = (
+    "CREATE TABLE credentials (id TEXT PRIMARY KEY, person TEXT NOT NULL REFERENCES people (key) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL CHECK (kind IN ('pin', 'token', 'session')), salt BLOB NOT NULL, hash BLOB NOT NULL,"
+    " added REAL NOT NULL, used REAL)"
+)
+SCHEMA = (*SCHEMA, CREDENTIALS)
 TABLES = {1: {"items", "reminders", "memories"}, 2: {"people", "items", "reminders", "memories", "memories_fts"}}
+TABLES[3] = TABLES[2] | {"credentials"}
 
 
 def _version(version: int, tables: set[str]) -> int:
@@ -462,6 +473,7 @@ class Household:
         except sqlite3.Error as e:
             raise HouseholdError(f"cannot open {path} ({e}); use a folder that exists and is writable") from None
         self.lock = threading.RLock()
+        self._seen: dict[str, bytes] = {}  # credential id -> SHA-256 of a secret scrypt already accepted (`who`)
         try:
             if self.path != ":memory:":
                 self.db.execute("PRAGMA journal_mode = WAL")
@@ -571,7 +583,9 @@ def _migrate(self: Household):
             for sql in SCHEMA:
                 db.execute(sql)
         if version == 1:
-            _from_v1(self, db)
+            _from_v1(self, db)  # writes the whole SCHEMA, credentials included
+        if version == 2:
+            db.execute(CREDENTIALS)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (FAMILY, FAMILY, self.now().timestamp()))
 
@@ -947,6 +961,143 @@ def memory_delete(self: Member, id: int) -> int:
     if gone:
         self.home._checkpoint()
     return gone
+
+# %% ../nbs/18_household.ipynb #09a9f225
+PIN_DIGITS = (4, 12)  # a PIN for the page: short to type on a phone; the service limits the guesses
+SESSION_DAYS = 180  # a device stays signed in this long, unless revoked
+TOKEN_PREFIX = "enlace_"  # tokens and sessions: enlace_<id>_<secret>
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32, "maxmem": 64 * 2**20}  # ~16 MiB and tens of ms per check
+
+
+def _kdf(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode("utf-8", "surrogatepass"), salt=salt, **_SCRYPT)
+
+
+def _pin(pin) -> str:
+    "The PIN, checked: 4 to 12 digits; HouseholdError otherwise (the PIN itself is never repeated in the error)."
+    clean = str(pin).strip()
+    if not (clean.isascii() and clean.isdigit() and PIN_DIGITS[0] <= len(clean) <= PIN_DIGITS[1]):
+        raise HouseholdError(f"a PIN is {PIN_DIGITS[0]} to {PIN_DIGITS[1]} digits, e.g. 4821; choose another one")
+    return clean
+
+
+@patch
+def _credential(self: Household, member: "Member", kind: str, id: str | None = None) -> str:
+    "A new secret of `kind` for `member`, stored as its scrypt hash; returns enlace_<id>_<secret>."
+    id, secret, salt = id or secrets.token_hex(8), secrets.token_urlsafe(24), secrets.token_bytes(16)
+    with self._write() as db:
+        row = (id, member.key, kind, salt, _kdf(secret, salt), self.now().timestamp())
+        db.execute("INSERT INTO credentials VALUES (?, ?, ?, ?, ?, ?, NULL)", row)
+    return f"{TOKEN_PREFIX}{id}_{secret}"
+
+
+@patch
+def _verify(self: Household, id: str, secret: str, kinds: tuple) -> tuple | None:
+    "(person key, kind, added) of credential `id` when `secret` is its secret and its kind is one of `kinds`."
+    rows = self._read("SELECT person, kind, salt, hash, added FROM credentials WHERE id = ?", (id,))
+    if not rows or rows[0][1] not in kinds:
+        return None
+    person, kind, salt, stored, added = rows[0]
+    seen = hashlib.sha256(stored + secret.encode("utf-8", "surrogatepass")).digest()
+    if not hmac.compare_digest(self._seen.get(id, b""), seen):  # not checked yet in this process: scrypt
+        if not hmac.compare_digest(_kdf(secret, salt), stored):
+            return None
+        self._seen[id] = seen
+    return person, kind, added
+
+
+@patch
+def needs_credentials(self: Household) -> bool:
+    "Whether the service must ask who is speaking: more than one member besides 'familia'."
+    return self._read("SELECT count(*) FROM people WHERE key != ?", (FAMILY,))[0][0] > 1
+
+
+@patch
+def set_pin(self: Household, name: str, pin: str) -> int:
+    "Set `name`'s PIN for the page (4-12 digits); their sessions end. Returns how many sessions ended."
+    member, clean = self.person(name), _pin(pin)
+    salt = secrets.token_bytes(16)
+    with self._write() as db:
+        ended = db.execute("DELETE FROM credentials WHERE person = ? AND kind = 'session'", (member.key,)).rowcount
+        row = (f"pin:{member.key}", member.key, "pin", salt, _kdf(clean, salt), self.now().timestamp())
+        db.execute("INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, NULL)", row)
+    return ended
+
+
+@patch
+def issue_token(self: Household, name: str) -> str:
+    "A new token for `name`'s programs (shown once: only its hash is kept)."
+    return self._credential(self.person(name), "token")
+
+
+@patch
+def login(self: Household, name: str, pin: str) -> str | None:
+    "A new session for `name` when `pin` is their PIN (None when it is not); HouseholdError when they have none."
+    member = self.person(name)
+    if not self._read("SELECT 1 FROM credentials WHERE id = ?", (f"pin:{member.key}",)):
+        raise HouseholdError(
+            f"{member.name} has no PIN yet; set one with `python -m enlace.serve people pin {member.name} --state DIR`"
+        )
+    if self._verify(f"pin:{member.key}", str(pin).strip(), ("pin",)) is None:
+        return None
+    return self._credential(member, "session")
+
+
+def _split(secret) -> tuple[str, str] | None:
+    "(id, secret) of 'enlace_<id>_<secret>'; None for anything else."
+    if not isinstance(secret, str) or not secret.startswith(TOKEN_PREFIX):
+        return None
+    id, _, rest = secret[len(TOKEN_PREFIX) :].partition("_")
+    return (id, rest) if id and rest else None
+
+
+@patch
+def who(self: Household, secret: str) -> "Member | None":
+    "The member whose token or session `secret` is; None for a wrong, revoked or expired one."
+    parts = _split(secret)
+    found = parts and self._verify(*parts, ("token", "session"))
+    if not found:
+        return None
+    person, kind, added = found
+    now = self.now().timestamp()
+    if kind == "session" and now - added > SESSION_DAYS * 86400:
+        with self._write() as db:
+            db.execute("DELETE FROM credentials WHERE id = ?", (parts[0],))
+        return None
+    if not self._read("SELECT 1 FROM credentials WHERE id = ? AND used > ?", (parts[0], now - 3600)):
+        with self._write() as db:  # when it was last used, to the hour: what `credentials` shows
+            db.execute("UPDATE credentials SET used = ? WHERE id = ?", (now, parts[0]))
+    name = self._read("SELECT name FROM people WHERE key = ?", (person,))[0][0]
+    return self.person(name)
+
+
+@patch
+def logout(self: Household, secret: str) -> bool:
+    "End the session `secret` (True when it was one)."
+    parts = _split(secret)
+    if not parts or self._verify(*parts, ("session",)) is None:
+        return False
+    with self._write() as db:
+        db.execute("DELETE FROM credentials WHERE id = ?", (parts[0],))
+    return True
+
+
+@patch
+def revoke(self: Household, name: str) -> int:
+    "End every session and token of `name` (their PIN stays); how many ended."
+    member = self.person(name)
+    with self._write() as db:
+        sql = "DELETE FROM credentials WHERE person = ? AND kind IN ('token', 'session')"
+        return db.execute(sql, (member.key,)).rowcount
+
+
+@patch
+def credentials(self: Household, name: str) -> dict:
+    "What `name` has: {'pin': bool, 'tokens': n, 'sessions': n} (never a secret or a hash)."
+    rows = dict(
+        self._read("SELECT kind, count(*) FROM credentials WHERE person = ? GROUP BY kind", (self.person(name).key,))
+    )
+    return {"pin": bool(rows.get("pin")), "tokens": rows.get("token", 0), "sessions": rows.get("session", 0)}
 
 # %% ../nbs/18_household.ipynb #f45c2d0c
 def _copy(src: sqlite3.Connection, out: Path):

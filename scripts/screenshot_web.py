@@ -34,14 +34,20 @@ def random_model(folder: Path) -> Path:
     return export_model(Transformer(load_layer(ROOT / "configs/model/smoke.yaml", "model")), folder, Tokenizer.bytes())
 
 
+PIN = "4821"  # ana's, for this picture only
+
+
 def fill(state: Path) -> None:
-    "The household's shared list and ana's reminders, written before the server opens the state (no API for them)."
+    "The shared list, ana's PIN, reminders and memories, written before the server opens the state."
     from enlace.household import Household
 
     with Household.open(state) as home:
         home.add_person("ana")
+        home.set_pin("ana", PIN)  # two people live here: the page asks who is speaking
         home.person("ana").list_add("compra", ["pan", "leche", "tomates", "café"])
         home.person("ana").reminder_add("el viernes a las 9", "llevar el coche al taller")
+        for text in ("Le gusta el café sin azúcar", "Los martes juega al pádel con Luis"):
+            home.person("ana").memory_save(text)
         earlier = home.now() - timedelta(hours=1)
     with Household.open(state, clock=lambda: earlier) as past:  # added an hour ago, due five minutes ago
         past.person("ana").reminder_add("dentro de 55 minutos", "llamar a la abuela")
@@ -98,6 +104,10 @@ def shoot(url: str, out: Path, message: str, profile: Path) -> None:
                           {"width": 1200, "height": 800, "deviceScaleFactor": 1, "mobile": False})
         wait = WebDriverWait(d, 60, poll_frequency=0.1)
         d.get(url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "token").is_displayed())
+        d.find_element(By.ID, "login-name").send_keys("ana")
+        d.find_element(By.ID, "token").send_keys(PIN)
+        d.find_element(By.ID, "token-save").click()
         wait.until(lambda d: d.find_element(By.ID, "person").is_enabled())
         Select(d.find_element(By.ID, "person")).select_by_value("ana")
         wait.until(lambda d: d.find_element(By.ID, "memories").get_attribute("data-user") == "ana")
@@ -128,8 +138,6 @@ def main() -> None:
         with (tmp / "serve.log").open("w+") as log:
             proc, url = serve(model, tmp / "state", log)
             try:
-                for text in ("Le gusta el café sin azúcar", "Los martes juega al pádel con Luis"):
-                    call(url + "/v1/household/memories", {"user": "ana", "text": text})
                 shoot(url, Path(args.out), args.message, tmp / "profile")
             finally:
                 proc.terminate()

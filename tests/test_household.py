@@ -76,7 +76,7 @@ def test_wal_secure_delete_foreign_keys_and_version(tmp_path):
         assert h.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert h.path == tmp_path / "household.sqlite"
     db = sqlite3.connect(tmp_path / "household.sqlite")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     db.close()
 
 
@@ -99,7 +99,7 @@ def test_migration_from_v1(tmp_path):
     db.commit()
     db.close()
     with Household.open(tmp_path, clock=lambda: NOW) as h:
-        assert h.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert h.people() == ["familia", "Marta"]
         assert h.lists() == {"compra": ["leche", "pan"]}  # shared now, without the duplicate
         fam = h.person("familia")
@@ -113,6 +113,20 @@ def test_migration_from_v1(tmp_path):
         assert fam.memories()[0]["added"].startswith("2026-12-01T10:3")
     tables = {r[0] for r in sqlite3.connect(tmp_path / "household.sqlite").execute("SELECT name FROM sqlite_master")}
     assert {"people", "memories_fts"} <= tables
+
+
+def test_migration_from_v2_adds_credentials_and_keeps_everything(tmp_path):
+    "A version-2 household (no credentials table) opens as version 3 with its data, and its people can get a PIN."
+    with Household.open(tmp_path, clock=lambda: NOW) as h:
+        h.add_person("Ana")
+        h.person("ana").memory_save("mi PIN del banco es 1234")
+        h.db.execute("DROP TABLE credentials")
+        h.db.execute("PRAGMA user_version = 2")
+    with Household.open(tmp_path, clock=lambda: NOW) as h:
+        assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert h.person("ana").memory_search("banco")["results"] == ["mi PIN del banco es 1234"]
+        h.set_pin("ana", "4821")
+        assert h.who(h.login("ana", "4821")).name == "Ana"
 
 
 def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
@@ -443,7 +457,7 @@ def test_restore_migrates_a_v1_backup(tmp_path):
     db.close()
     Household.restore(old, tmp_path / "state")
     with Household.open(tmp_path / "state") as h:
-        assert h.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert h.person("familia").memory_search("wifi")["results"] == ["la clave del wifi es gato123"]
 
 
@@ -507,13 +521,13 @@ def test_a_damaged_database_is_refused_untouched(tmp_path):
 def test_a_newer_database_is_refused_untouched(tmp_path):
     Household.open(tmp_path).close()
     db = sqlite3.connect(tmp_path / "household.sqlite")
-    db.execute("PRAGMA user_version = 3")
+    db.execute("PRAGMA user_version = 4")
     db.commit()
     db.close()
     before = files(tmp_path)
     with pytest.raises(HouseholdError) as e:
         Household.open(tmp_path)
-    assert "written by a newer enlace (household schema 3, this one reads up to 2)" in one_line(e)
+    assert "written by a newer enlace (household schema 4, this one reads up to 3)" in one_line(e)
     assert files(tmp_path) == before
 
 

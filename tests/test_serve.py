@@ -1,9 +1,12 @@
 """The household service against a live server on 127.0.0.1: the official `openai` client unchanged, streaming,
-memories that belong to one person, untrusted search results, a bounded queue, cancellation when a client
-leaves, one-line 4xx errors for bad input, and the CLI's refusals and household commands."""
+memories that belong to one person and each member's secrets (tokens, a PIN's session, 401/403 on another's data),
+untrusted search results, a bounded queue, cancellation when a client leaves, one-line 4xx errors for bad input,
+and the CLI's refusals and household commands."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -76,7 +79,7 @@ class Babbler(torch.nn.Module):
 class Live:
     "A uvicorn server in a thread of this process, on 127.0.0.1 and a free port."
 
-    def __init__(self, model, token=None, search=None, queue_size=8, people=("ana", "luis")):
+    def __init__(self, model, token=None, search=None, queue_size=8, people=("ana",)):
         self.home = Household()
         for p in people:
             self.home.add_person(p)
@@ -170,33 +173,100 @@ def test_sampling_settings_and_stop(live):
 
 
 def test_memories_belong_to_one_person(live):
-    s = live(Planned([{"name": "memory_forget", "arguments": {"query": "girasoles"}}]))
-    ana = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": "a Marta le encantan los girasoles"})
-    assert ana.status_code == 200, ana.text
-    mid = ana.json()["id"]
-    assert [m["text"] for m in s.get("/v1/household/memories", params={"user": "ana"}).json()["memories"]] == [
+    s = live(Planned([{"name": "memory_forget", "arguments": {"query": "girasoles"}}]), people=("ana", "luis"))
+    ana = {"Authorization": f"Bearer {s.home.issue_token('ana')}"}
+    luis = {"Authorization": f"Bearer {s.home.issue_token('luis')}"}
+    saved = httpx.post(f"{s.url}/v1/household/memories", json={"text": "a Marta le encantan los girasoles"},
+                       headers=ana)
+    assert saved.status_code == 200, saved.text
+    mid = saved.json()["id"]
+    assert [m["text"] for m in s.get("/v1/household/memories", headers=ana).json()["memories"]] == [
         "a Marta le encantan los girasoles"]
-    assert s.get("/v1/household/memories", params={"user": "luis"}).json()["memories"] == []
-    gone = httpx.delete(f"{s.url}/v1/household/memories/{mid}", params={"user": "luis"})
+    assert s.get("/v1/household/memories", headers=luis).json()["memories"] == []
+    gone = httpx.delete(f"{s.url}/v1/household/memories/{mid}", headers=luis)
     assert gone.status_code == 404 and "not one of luis's" in gone.json()["error"]["message"]
-    client = s.client()
     # retrieval: luis's question about the flowers gets no memory; the model's memory_forget as luis forgets nothing
-    r = client.chat.completions.create(model="test-model", messages=hi("¿qué girasoles le gustan a Marta?"), user="luis")
+    r = s.client(luis["Authorization"][7:]).chat.completions.create(
+        model="test-model", messages=hi("¿qué girasoles le gustan a Marta?"))
     assert r.model_extra["enlace"]["memories"] == []
     assert r.model_extra["enlace"]["tool_calls"][0]["result"] == {"forgotten": 0}
-    assert len(s.get("/v1/household/memories", params={"user": "ana"}).json()["memories"]) == 1
+    assert len(s.get("/v1/household/memories", headers=ana).json()["memories"]) == 1
     s.service.engine.model.calls = []  # now the model only answers: ana's question retrieves her memory
-    r = client.chat.completions.create(model="test-model", messages=hi("¿le gustan los girasoles a Marta?"), user="ana")
+    r = s.client(ana["Authorization"][7:]).chat.completions.create(
+        model="test-model", messages=hi("¿le gustan los girasoles a Marta?"), user="ana")
     assert r.model_extra["enlace"]["memories"] == ["a Marta le encantan los girasoles"]
-    assert httpx.delete(f"{s.url}/v1/household/memories/{mid}", params={"user": "ana"}).json() == {"deleted": 1}
+    assert httpx.delete(f"{s.url}/v1/household/memories/{mid}", headers=ana).json() == {"deleted": 1}
     # a due reminder is dismissed by its owner only
     rid = s.home.person("ana").reminder_add("en 10 minutos", "regar las plantas")["id"]
     done = f"{s.url}/v1/household/reminders/{rid}/done"
-    r = httpx.post(done, params={"user": "luis"}, json={})
+    r = httpx.post(done, json={}, headers=luis)
     assert r.status_code == 404, r.text
-    assert httpx.post(done, params={"user": "ana"}, json={}).json() == {"done": 1}
-    assert s.get("/v1/household/reminders", params={"user": "ana"}).json() == {"pending": [], "due": []}
-    assert s.get("/v1/household/memories", params={"user": "ana"}).json()["memories"] == []
+    assert httpx.post(done, params={"user": "ana"}, json={}, headers=ana).json() == {"done": 1}
+    assert s.get("/v1/household/reminders", headers=ana).json() == {"pending": [], "due": []}
+    assert s.get("/v1/household/memories", headers=ana).json()["memories"] == []
+
+
+def test_without_anas_secret_nothing_of_anas_is_reachable(live):
+    "Issue 45: with two people, on 127.0.0.1 and without a household token, each of Ana's routes asks for her secret."
+    s = live(Babbler(), people=("ana", "luis"))
+    s.home.set_pin("ana", "4821")
+    secret = s.home.person("ana").memory_save("mi PIN del banco es 1234")
+    rid = s.home.person("ana").reminder_add("mañana a las 9", "llamar al banco")["id"]
+    luis = {"Authorization": f"Bearer {s.home.issue_token('luis')}"}
+    ana = {"Authorization": f"Bearer {s.home.issue_token('ana')}"}
+    as_ana = {"user": "ana"}
+    routes = [  # every route that reads or changes something of Ana's
+        ("GET", "/v1/household/memories", dict(params=as_ana)),
+        ("POST", "/v1/household/memories", dict(json={"user": "ana", "text": "soy alérgica a las nueces"})),
+        ("DELETE", f"/v1/household/memories/{secret['id']}", dict(params=as_ana)),
+        ("GET", "/v1/household/reminders", dict(params=as_ana)),
+        ("POST", f"/v1/household/reminders/{rid}/done", dict(params=as_ana, json={})),
+        ("GET", "/v1/household/people/ana/export", {}),
+        ("DELETE", "/v1/household/people/ana", dict(params={"confirm": "ana"})),
+        ("POST", "/v1/chat/completions",
+         dict(json={"messages": hi("¿cuál es mi PIN?"), "user": "ana", "max_tokens": 2})),
+    ]
+    wrong = {"Authorization": "Bearer enlace_0123456789abcdef_not-anas-secret"}
+    for method, path, kw in routes:
+        # nothing, or Luis's own token: 401 and 403; 'user' left out with Luis's token is Luis, not Ana
+        assert httpx.request(method, s.url + path, timeout=30, **kw).status_code == 401, (method, path)
+        r = httpx.request(method, s.url + path, headers=luis, timeout=30, **kw)
+        assert r.status_code == 403 and "cannot act as ana" in r.json()["error"]["message"], (method, path, r.text)
+    for _ in range(4):  # a made-up token: 401, and the guesses are counted (the fifth would make this client wait)
+        assert s.get("/v1/household/memories", params=as_ana, headers=wrong).status_code == 401
+    r = s.get("/v1/household/memories", params=as_ana, headers=wrong)
+    assert r.status_code == 401
+    assert s.get("/v1/household/memories", headers=ana).status_code == 429  # even Ana's own token, from here, waits
+    assert s.get("/").status_code == 200  # the page still loads: it asks for the PIN
+    assert [m["text"] for m in s.home.person("ana").memories()] == ["mi PIN del banco es 1234"]  # nothing changed
+    assert s.home.person("ana").reminders()["pending"][0]["id"] == rid and "luis" in s.home.people()
+
+
+def test_a_pin_opens_a_session_on_one_device_and_guesses_wait(live):
+    "The page's way in: the PIN once, then an HttpOnly SameSite=Strict cookie; revoking it ends the session."
+    s = live(Babbler(), people=("ana", "luis"))
+    s.home.set_pin("ana", "4821")
+    login = f"{s.url}/v1/household/login"
+    r = httpx.post(login, json={"user": "Ana", "pin": "4821"})
+    assert r.status_code == 200 and r.json() == {"user": "ana"}, r.text
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie, cookie
+    session = r.cookies["enlace_session"]
+    jar = {"enlace_session": session}
+    r = httpx.get(f"{s.url}/v1/household", cookies=jar)
+    assert r.json()["you"] == "ana" and r.json()["people"] == ["familia", "ana"], r.text
+    assert httpx.get(f"{s.url}/v1/household/memories", params={"user": "luis"}, cookies=jar).status_code == 403
+    r = httpx.post(login, json={"user": "luis", "pin": "4821"})  # luis has no PIN yet: says how to set one
+    assert r.status_code == 400 and "people pin luis" in r.json()["error"]["message"], r.text
+    assert s.home.revoke("ana") == 1
+    r = httpx.get(f"{s.url}/v1/household", cookies=jar)  # revoked: 401, and the browser is told to drop it
+    assert r.status_code == 401 and "Max-Age=0" in r.headers["set-cookie"], r.text
+    for pin in ("0000", "1111", "2222"):  # wrong PINs and unknown names read alike
+        r = httpx.post(login, json={"user": "ana", "pin": pin})
+        assert r.status_code == 401 and r.json()["error"]["message"] == "wrong name or PIN", r.text
+    assert httpx.post(login, json={"user": "nadie", "pin": "4821"}).json()["error"]["message"] == "wrong name or PIN"
+    r = httpx.post(login, json={"user": "ana", "pin": "4821"})  # the revoked cookie and four wrong PINs: five
+    assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60, r.text
 
 
 def test_an_untrusted_search_result_cannot_change_the_household(live):
@@ -294,7 +364,7 @@ def test_bad_requests_are_one_line_4xx_json_errors(live):
 def test_tokens_in_any_case_wrong_ones_limited_and_a_person_deleted_only_on_confirmation(live):
     "Issue 45: 'bearer' in any case (RFC 9110); guessing the token is rate-limited per client; no erasure by accident."
     token = "a-token-of-at-least-16"
-    s = live(Babbler(), token=token)
+    s = live(Babbler(), token=token, people=("ana", "luis"))
     for scheme in ("Bearer", "bearer", "BEARER"):
         assert s.get("/v1/household", headers={"Authorization": f"{scheme} {token}"}).status_code == 200, scheme
     auth = {"Authorization": f"Bearer {token}"}
@@ -309,7 +379,7 @@ def test_tokens_in_any_case_wrong_ones_limited_and_a_person_deleted_only_on_conf
         assert s.get("/v1/household", headers={"Authorization": "Bearer nope"}).status_code == 401
     r = s.get("/v1/household", headers=auth)
     assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60, r.text
-    assert "too many wrong tokens" in r.json()["error"]["message"]
+    assert "too many wrong secrets" in r.json()["error"]["message"]
 
 
 def _stream_first_chunk(s, body, got, leave=True):
@@ -366,7 +436,7 @@ def test_concurrent_requests_are_queued_or_refused_and_lose_nothing(live):
     results = []
 
     def one(i):
-        body = {"messages": hi(), "max_tokens": 3, "user": "ana" if i % 2 else "luis"}
+        body = {"messages": hi(), "max_tokens": 3, "user": "ana" if i % 2 else "familia"}
         r = httpx.post(f"{s.url}/v1/chat/completions", json=body, timeout=60)
         saved = httpx.post(f"{s.url}/v1/household/memories", json={"user": "ana", "text": f"recuerdo {i}"}, timeout=60)
         results.append((r.status_code, saved.status_code))
@@ -409,6 +479,33 @@ def test_refusals_before_listening_are_one_line(cli, model_file, tmp_path):
         assert r.returncode == 2 and says in r.stderr, (args, r.returncode, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
     assert (bad / "household.sqlite").read_bytes() == b"this is not a database at all" * 40
+
+
+def test_people_pin_token_and_revoke_commands(tmp_path):
+    "The admin's side, at the machine: a PIN read from stdin (never echoed back), a token printed once, revoke."
+    state = tmp_path / "state"
+    Household.open(state).close()
+
+    def people(*args, input=""):
+        cmd = [sys.executable, "-m", "enlace.serve", "people", *args, "--state", str(state)]
+        return subprocess.run(cmd, cwd=ROOT, input=input, capture_output=True, text=True, timeout=120)
+
+    assert people("add", "ana").returncode == 0
+    r = people("pin", "ana", input="12\n")
+    assert r.returncode == 2 and r.stderr.strip() == "error: a PIN is 4 to 12 digits, e.g. 4821; choose another one"
+    r = people("pin", "ana", input="4821\n")
+    assert r.returncode == 0 and r.stdout.strip() == "PIN set for ana" and "4821" not in r.stdout + r.stderr, r
+    r = people("token", "ana")
+    token = r.stdout.strip()
+    assert r.returncode == 0 and token.startswith("enlace_") and "shown only now" in r.stderr, r
+    with Household.open(state) as home:
+        assert home.who(token).name == "ana" and home.who(home.login("ana", "4821")).name == "ana"
+    r = people("revoke", "ana")
+    assert r.returncode == 0 and r.stdout.strip() == "ended 2 sessions and tokens of ana", r
+    with Household.open(state) as home:
+        assert home.who(token) is None and home.credentials("ana") == {"pin": True, "tokens": 0, "sessions": 0}
+    r = people("token", "nadie")
+    assert r.returncode == 2 and "unknown household member 'nadie'" in r.stderr and not r.stdout
 
 
 def test_household_commands_backup_restore_people(cli, tmp_path):

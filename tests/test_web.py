@@ -1,7 +1,8 @@
 """The family's web page (enlace/web/index.html) in headless Chromium against `python -m enlace.serve` with a
 random-init model: a streamed answer, memories saved and deleted through the page and seen by the API, one
-person's memories hidden from another, a person's data deleted; the token prompt when the server asks for one, and
-the data export downloaded with it. Debian's chromium and chromedriver, passed by path: nothing is downloaded
+person's memories hidden from another, a person's data deleted; each person signing in with their PIN (a session
+cookie no script reads, kept across reloads, ended by «Salir»); the household's token when the server asks for one,
+and the data export downloaded with it. Debian's chromium and chromedriver, passed by path: nothing is downloaded
 (SE_OFFLINE, no Selenium Manager)."""
 import json
 import shutil
@@ -11,6 +12,7 @@ import torch
 
 from enlace.checkpoint import export_model
 from enlace.config import load_layer
+from enlace.household import Household
 from enlace.model import Transformer
 from enlace.tokenizer import Tokenizer
 
@@ -24,6 +26,7 @@ pytestmark = [
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
 pytest.importorskip("fastapi", reason="enlace.serve needs fastapi (pip install -e '.[serve]')")
 pytest.importorskip("uvicorn", reason="enlace.serve needs uvicorn (pip install -e '.[serve]')")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.select import Select  # noqa: E402
@@ -70,7 +73,9 @@ def browser(tmp_path, monkeypatch):
 
 
 def wait(driver, condition, message, timeout=WAIT):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition, message)
+    # an element read while the page reloads (after «Salir») is stale: read it again at the next poll
+    ignored = (StaleElementReferenceException,)
+    return WebDriverWait(driver, timeout, poll_frequency=0.05, ignored_exceptions=ignored).until(condition, message)
 
 
 def text_of(driver, css) -> str:
@@ -95,10 +100,23 @@ def memories_of(driver, person):
     return text_of(driver, "#memories")
 
 
+def sign_in(driver, name, secret):
+    "Waits for the sign-in form; types `name` (may be empty: the household's token) and `secret`, and sends them."
+    wait(driver, lambda d: d.find_element(By.ID, "token").is_displayed(), "the page never asked who this is")
+    field = driver.find_element(By.ID, "login-name")
+    field.clear()
+    field.send_keys(name)
+    driver.find_element(By.ID, "token").send_keys(secret)
+    driver.find_element(By.ID, "token-save").click()
+
+
 def test_chat_streams_and_memories_round_trip(model_file, tmp_path, browser):
-    with served(model_file, tmp_path / "state") as url:
+    (tmp_path / "token").write_text("s3creto-de-la-casa\n")
+    token = "s3creto-de-la-casa"  # the household's: the page may act for every member
+    with served(model_file, tmp_path / "state", "--token-file", tmp_path / "token", token=token) as url:
         d = browser
         d.get(url + "/")
+        sign_in(d, "", token)
         assert {"ana", "luis"} <= set(people(d))
         Select(d.find_element(By.ID, "person")).select_by_value("ana")
         memories_of(d, "ana")
@@ -131,12 +149,12 @@ def test_chat_streams_and_memories_round_trip(model_file, tmp_path, browser):
         d.find_element(By.ID, "memory-text").send_keys("Me gusta el café sin azúcar")
         d.find_element(By.ID, "memory-save").click()
         wait(d, lambda d: "Me gusta el café sin azúcar" in text_of(d, "#memories"), "the saved memory is not listed")
-        status, body = get(api)
+        status, body = get(api, token)
         saved = [m for m in body["memories"] if m["text"] == "Me gusta el café sin azúcar"]
         assert status == 200 and len(saved) == 1, body
         d.find_element(By.CSS_SELECTOR, f".memory-delete[data-id='{saved[0]['id']}']").click()
         wait(d, lambda d: "Me gusta el café" not in text_of(d, "#memories"), "the deleted memory is still listed")
-        assert all(m["id"] != saved[0]["id"] for m in get(api)[1]["memories"])
+        assert all(m["id"] != saved[0]["id"] for m in get(api, token)[1]["memories"])
 
         # luis sees none of ana's memories, nor her conversation; back to ana, a new conversation clears it
         d.find_element(By.ID, "memory-text").send_keys("El martes tengo dentista")
@@ -157,7 +175,7 @@ def test_chat_streams_and_memories_round_trip(model_file, tmp_path, browser):
         d.execute_script("window.confirm = () => true")
         d.find_element(By.ID, "erase").click()
         wait(d, lambda d: "luis" not in people(d), "luis is still offered after his data was deleted")
-        assert "luis" not in get(f"{url}/v1/household")[1]["people"] and text_of(d, "#error") == ""
+        assert "luis" not in get(f"{url}/v1/household", token)[1]["people"] and text_of(d, "#error") == ""
         assert not script_errors(d)
 
 
@@ -171,7 +189,7 @@ def test_token_is_asked_for_then_sent(model_file, tmp_path, browser):
         wait(d, lambda d: d.find_element(By.ID, "token").is_displayed(), "the page never asked for the token")
         d.find_element(By.ID, "token").send_keys("otra-clave")
         d.find_element(By.ID, "token-save").click()
-        wait(d, lambda d: "no es correcta" in text_of(d, "#auth-hint"), "a wrong token was not refused")
+        wait(d, lambda d: "no son correctos" in text_of(d, "#auth-hint"), "a wrong token was not refused")
         assert d.find_element(By.ID, "token").is_displayed()
         d.find_element(By.ID, "token").send_keys("s3creto-de-la-casa")
         d.find_element(By.ID, "token-save").click()
@@ -190,3 +208,39 @@ def test_token_is_asked_for_then_sent(model_file, tmp_path, browser):
         wait(d, lambda d: saved.exists() and saved.stat().st_size, "the export was not downloaded")
         assert json.loads(saved.read_text(encoding="utf-8"))["person"] == "ana" and text_of(d, "#error") == ""
         assert not script_errors(d)
+
+
+def test_each_person_signs_in_with_their_pin(model_file, tmp_path, browser):
+    "Issue 45: two people, 127.0.0.1, no household token: the page asks for a name and PIN, and shows only one's own."
+    with Household.open(tmp_path / "state") as home:
+        for name, pin in (("ana", "4821"), ("luis", "1357")):
+            home.add_person(name)
+            home.set_pin(name, pin)
+        home.person("ana").memory_save("mi PIN del banco es 1234")
+    with served(model_file, tmp_path / "state") as url:
+        assert get(url + "/v1/household/memories?user=ana")[0] == 401  # no one may read Ana's memories unasked
+        d = browser
+        d.get(url + "/")
+        sign_in(d, "ana", "0000")
+        wait(d, lambda d: "no son correctos" in text_of(d, "#auth-hint"), "a wrong PIN was not refused")
+        sign_in(d, "ana", "4821")
+        assert people(d) == ["familia", "ana"]  # herself and the shared member: not luis
+        assert d.find_element(By.ID, "person").get_property("value") == "ana"
+        assert "mi PIN del banco es 1234" in memories_of(d, "ana")
+        assert "enlace_session" not in d.execute_script("return document.cookie")  # HttpOnly: no script reads it
+        d.refresh()  # the session stays on this device: no PIN again
+        assert people(d) == ["familia", "ana"] and not d.find_element(By.ID, "auth").is_displayed()
+        d.find_element(By.ID, "logout").click()
+        wait(d, lambda d: "Has salido" in text_of(d, "#status"), "signing out said nothing")
+        wait(d, lambda d: d.find_element(By.ID, "token").is_displayed(), "the page did not ask again after Salir")
+
+        sign_in(d, "luis", "1357")  # luis on the same device: none of ana's
+        assert people(d) == ["familia", "luis"]
+        assert "banco" not in memories_of(d, "luis")
+        d.execute_script("window.confirm = () => true")
+        d.find_element(By.ID, "erase").click()  # luis erases himself: his session goes with him
+        wait(d, lambda d: "Datos de luis borrados" in text_of(d, "#status"), "the erasure said nothing")
+        wait(d, lambda d: d.find_element(By.ID, "token").is_displayed(), "the page did not ask who this is")
+        assert not script_errors(d)
+    with Household.open(tmp_path / "state") as home:
+        assert home.people() == ["familia", "ana"] and len(home.person("ana").memories()) == 1
