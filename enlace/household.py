@@ -34,7 +34,7 @@ except ImportError:  # Windows: no flock; one process at a time in a household f
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
            'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST',
-           'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX',
+           'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX',
            'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
@@ -275,7 +275,8 @@ SCHEMA = (
     "CREATE TABLE items (id INTEGER PRIMARY KEY, list TEXT NOT NULL, item TEXT NOT NULL, key TEXT NOT NULL,"
     " added REAL NOT NULL, UNIQUE (list, key))",
     "CREATE TABLE reminders (id INTEGER PRIMARY KEY, person TEXT NOT NULL REFERENCES people (key) ON DELETE CASCADE,"
-    " due REAL, said TEXT NOT NULL, text TEXT NOT NULL, added REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0)",
+    " due REAL, said TEXT NOT NULL, text TEXT NOT NULL, added REAL NOT NULL, done INTEGER NOT NULL DEFAULT 0,"
+    " fired REAL)",  # fired: when the service announced it (version 3), so that each reminder goes off once
     "CREATE INDEX reminders_by_person ON reminders (person, done, due)",
     "CREATE TABLE memories (id INTEGER PRIMARY KEY, person TEXT NOT NULL REFERENCES people (key) ON DELETE CASCADE,"
     " text TEXT NOT NULL, added REAL NOT NULL)",
@@ -586,8 +587,32 @@ def _migrate(self: Household):
             _from_v1(self, db)  # writes the whole SCHEMA, credentials included
         if version == 2:
             db.execute(CREDENTIALS)
+            db.execute("ALTER TABLE reminders ADD COLUMN fired REAL")
+            # what fell due before this version was shown on the page already: it does not go off again
+            db.execute("UPDATE reminders SET fired = due WHERE due <= ?", (self.now().timestamp(),))
+            _renormalise(db)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (FAMILY, FAMILY, self.now().timestamp()))
+
+
+def _renormalise(db: sqlite3.Connection):
+    "Version 2 -> 3: names and items written before keys were NFC ('Zoë' typed two ways) become one (`_key`)."
+    for key, name, added in db.execute("SELECT key, name, added FROM people").fetchall():
+        if (new := _key(name)) == key:
+            continue
+        clean = unicodedata.normalize("NFC", name)
+        db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (new, clean, added))  # or join who is there
+        for table in ("memories", "reminders"):
+            db.execute(f"UPDATE {table} SET person = ? WHERE person = ?", (new, key))
+        db.execute("DELETE FROM people WHERE key = ?", (key,))
+    for id, list_, key, item in db.execute("SELECT id, list, key, item FROM items ORDER BY added, id").fetchall():
+        if (_key(list_), _key(item)) == (list_, key):
+            continue
+        if db.execute("SELECT 1 FROM items WHERE list = ? AND key = ?", (_key(list_), _key(item))).fetchone():
+            db.execute("DELETE FROM items WHERE id = ?", (id,))  # the same item twice: one stays
+        else:
+            row = (_key(list_), _key(item), unicodedata.normalize("NFC", item), id)
+            db.execute("UPDATE items SET list = ?, key = ?, item = ? WHERE id = ?", row)
 
 
 def _from_v1(self, db: sqlite3.Connection):
@@ -605,8 +630,8 @@ def _from_v1(self, db: sqlite3.Connection):
             name = _person_name(person or FAMILY)
         except HouseholdError:  # a name version 1 let through but 2 refuses: the row goes to the family
             name = FAMILY
-        keys[person] = name.casefold()
-        db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (name.casefold(), name, self.now().timestamp()))
+        keys[person] = _key(name)
+        db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (_key(name), name, self.now().timestamp()))
     for name, item, added in items:
         row = (_key(name), item.strip(), _key(item), _epoch(added))
         db.execute("INSERT OR IGNORE INTO items (list, item, key, added) VALUES (?, ?, ?, ?)", row)
@@ -680,8 +705,8 @@ def add_person(self: Household, name: str) -> str:
     "Add a member (nothing happens when the name is already one); their name as stored."
     clean = _person_name(name)
     with self._write() as db:
-        db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (clean.casefold(), clean, self.now().timestamp()))
-        return db.execute("SELECT name FROM people WHERE key = ?", (clean.casefold(),)).fetchone()[0]
+        db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (_key(clean), clean, self.now().timestamp()))
+        return db.execute("SELECT name FROM people WHERE key = ?", (_key(clean),)).fetchone()[0]
 
 
 @patch
@@ -846,6 +871,34 @@ def reminder_done(self: Member, id: int) -> int:
         return db.execute(
             "UPDATE reminders SET done = 1 WHERE id = ? AND person = ? AND done = 0", (id, self.key)
         ).rowcount
+
+
+@patch
+def reminder_delete(self: Member, id: int) -> int:
+    "Delete this member's reminder `id`, done or not; how many were deleted (0 when it is not theirs)."
+    with self.home._write() as db:
+        return db.execute("DELETE FROM reminders WHERE id = ? AND person = ?", (id, self.key)).rowcount
+
+
+LATE = 120  # seconds: a reminder that goes off later than this after its time says so ('late')
+
+
+@patch
+def fire(self: Household) -> list[dict]:
+    "Claim every reminder now due that has not gone off: each once, even across processes and restarts."
+    now = self.now().timestamp()
+    sql = (
+        "SELECT r.id, r.due, r.said, r.text, p.name, p.key FROM reminders r JOIN people p ON p.key = r.person"
+        " WHERE r.done = 0 AND r.fired IS NULL AND r.due <= ? ORDER BY r.due, r.id"
+    )
+    out = []
+    with self._write() as db:
+        for id, due, said, text, name, key in db.execute(sql, (now,)).fetchall():
+            # claimed in this transaction: a second service on the same file finds it fired
+            db.execute("UPDATE reminders SET fired = ? WHERE id = ? AND fired IS NULL", (now, id))
+            event = _reminder(Member(self, name, key), (id, due, said, text))
+            out.append({**event, "person": name, "late": now - due > LATE})
+    return out
 
 # %% ../nbs/18_household.ipynb #d8f55114
 STOPWORDS = frozenset(

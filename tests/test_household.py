@@ -115,18 +115,45 @@ def test_migration_from_v1(tmp_path):
     assert {"people", "memories_fts"} <= tables
 
 
+LATER = NOW + timedelta(hours=1)
+
+
 def test_migration_from_v2_adds_credentials_and_keeps_everything(tmp_path):
     "A version-2 household (no credentials table) opens as version 3 with its data, and its people can get a PIN."
     with Household.open(tmp_path, clock=lambda: NOW) as h:
         h.add_person("Ana")
         h.person("ana").memory_save("mi PIN del banco es 1234")
-        h.db.execute("DROP TABLE credentials")
+        h.person("ana").reminder_add("dentro de 5 minutos", "llamar al banco")
+        h.db.execute("DROP TABLE credentials")  # what version 3 added
+        h.db.execute("ALTER TABLE reminders DROP COLUMN fired")
         h.db.execute("PRAGMA user_version = 2")
-    with Household.open(tmp_path, clock=lambda: NOW) as h:
+    with Household.open(tmp_path, clock=lambda: LATER) as h:  # an hour later
         assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
         assert h.person("ana").memory_search("banco")["results"] == ["mi PIN del banco es 1234"]
         h.set_pin("ana", "4821")
         assert h.who(h.login("ana", "4821")).name == "Ana"
+        # due before the upgrade: the page showed it already; it stays due but does not go off again
+        assert h.person("ana").reminders()["due"][0]["text"] == "llamar al banco" and h.fire() == []
+
+
+def test_migration_from_v2_joins_names_and_items_written_two_ways(tmp_path):
+    "Before keys were NFC, 'Zoë' typed precomposed and decomposed made two members, and 'café' two items: one now."
+    nfc, nfd = "Zo\u00eb", "Zoe\u0308"
+    with Household.open(tmp_path, clock=lambda: NOW) as h:
+        h.db.execute("DROP TABLE credentials")  # what version 3 added
+        h.db.execute("ALTER TABLE reminders DROP COLUMN fired")
+        h.db.execute("PRAGMA user_version = 2")
+        for key, name in ((nfc.casefold(), nfc), (nfd.casefold(), nfd)):  # what version 2 wrote for each
+            h.db.execute("INSERT INTO people VALUES (?, ?, 0)", (key, name))
+            h.db.execute("INSERT INTO memories (person, text, added) VALUES (?, ?, 0)", (key, f"escrito como {name!a}"))
+        for n, item in enumerate(("caf\u00e9", "cafe\u0301", "pan")):
+            h.db.execute("INSERT INTO items (list, item, key, added) VALUES ('compra', ?, ?, ?)", (item, item, n))
+    with Household.open(tmp_path, clock=lambda: NOW) as h:
+        assert h.people() == ["familia", nfc]
+        assert sorted(m["text"] for m in h.person(nfd).memories()) == ["escrito como 'Zo\\xeb'",
+                                                                       "escrito como 'Zoe\\u0308'"]
+        assert h.lists() == {"compra": ["caf\u00e9", "pan"]}
+        assert h.person("familia").list_add("compra", ["cafe\u0301"])["items"] == ["caf\u00e9", "pan"]
 
 
 def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):

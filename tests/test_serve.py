@@ -9,7 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 import torch
@@ -79,11 +81,11 @@ class Babbler(torch.nn.Module):
 class Live:
     "A uvicorn server in a thread of this process, on 127.0.0.1 and a free port."
 
-    def __init__(self, model, token=None, search=None, queue_size=8, people=("ana",)):
-        self.home = Household()
+    def __init__(self, model, token=None, search=None, queue_size=8, people=("ana",), home=None, **service_kw):
+        self.home = home or Household()
         for p in people:
             self.home.add_person(p)
-        kw = {"search": search} if search else {}
+        kw = {"search": search, **service_kw} if search else service_kw
         self.service = Service(model, TOK, self.home, name="test-model", queue_size=queue_size, **kw)
         self.port = free_port()
         config = uvicorn.Config(make_app(self.service, token), host="127.0.0.1", port=self.port, log_level="warning")
@@ -283,6 +285,90 @@ def test_an_untrusted_search_result_cannot_change_the_household(live):
     assert [c["name"] for c in done] == ["web_search", "memory_forget"]
     assert "refused" in done[1]["result"]["error"], done[1]
     assert len(s.home.person("ana").memories()) == 1
+
+
+class Hook:
+    "A webhook on 127.0.0.1 that answers 500 to its first `fail` POSTs, then 200; it keeps the JSON it took."
+
+    def __init__(self, fail=1):
+        import http.server
+
+        hook = self
+        self.fail, self.got = fail, []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                ok = hook.fail <= 0
+                hook.fail -= 1
+                if ok:
+                    hook.got.append(body)
+                self.send_response(200 if ok else 500)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+
+
+def until(check, seconds=20):
+    "Waits until `check()` is true; fails after `seconds`."
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "waited in vain"
+        time.sleep(0.05)
+
+
+def test_reminders_go_off_once_to_the_page_and_the_webhook_even_across_a_restart(live, tmp_path, monkeypatch):
+    "Issue 46: a due reminder reaches ana's open event stream at once and the webhook (after a 500, retried); one"
+    # that fell due while the service was off goes off at its start, marked late; none goes off twice
+    import enlace.serve
+
+    monkeypatch.setattr(enlace.serve, "NOTIFY_TRIES", (0.2, 0.2, 0.2))
+    now = [datetime(2026, 12, 1, 11, 7, tzinfo=ZoneInfo("Europe/Madrid"))]
+    home = Household.open(tmp_path / "state", clock=lambda: now[0])
+    home.add_person("ana")
+    home.person("ana").reminder_add("dentro de 10 minutos", "sacar la ropa")
+    home.person("familia").reminder_add("dentro de 2 horas", "pagar el agua")
+    hook = Hook(fail=1)
+    s = live(Babbler(), home=home, people=(), notify_url=hook.url, tick=0.1)
+    events = []
+
+    def listen():
+        with httpx.stream("GET", f"{s.url}/v1/household/events", params={"user": "ana"}, timeout=30) as r:
+            events.append(r.status_code)
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+                    return
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    until(lambda: events == [200] and s.service.bell.listeners)  # listening before it is due
+    now[0] += timedelta(minutes=11)
+    until(lambda: len(events) == 2 and hook.got)
+    assert (events[1]["person"], events[1]["text"], events[1]["late"]) == ("ana", "sacar la ropa", False)
+    assert [(e["text"], e["late"]) for e in hook.got] == [("sacar la ropa", False)]  # the 500 was retried
+    time.sleep(0.5)
+    assert s.service.health()["reminders"] == {"fired": 1, "notified": 1, "notify_failed": 0}
+    s.stop()  # the service stops; the family's reminder falls due while it is off
+    home.close()
+    now[0] += timedelta(hours=3)
+    home = Household.open(tmp_path / "state", clock=lambda: now[0])
+    s2 = live(Babbler(), home=home, people=(), notify_url=hook.url, tick=0.1)
+    until(lambda: len(hook.got) == 2)
+    assert (hook.got[1]["person"], hook.got[1]["text"], hook.got[1]["late"]) == ("familia", "pagar el agua", True)
+    time.sleep(0.5)  # several more looks: nothing goes off twice
+    assert len(hook.got) == 2 and s2.service.health()["reminders"]["fired"] == 1
+    r = httpx.delete(f"{s2.url}/v1/household/reminders/1", params={"user": "ana"})
+    assert r.json() == {"deleted": 1} and s2.home.person("ana").reminders() == {"pending": [], "due": []}
+    hook.stop()
 
 
 # each bad sampling value: (the chat CLI's flag, its text, the request's field, its JSON value)

@@ -6,6 +6,8 @@ and the data export downloaded with it. Debian's chromium and chromedriver, pass
 (SE_OFFLINE, no Selenium Manager)."""
 import json
 import shutil
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import torch
@@ -244,3 +246,35 @@ def test_each_person_signs_in_with_their_pin(model_file, tmp_path, browser):
         assert not script_errors(d)
     with Household.open(tmp_path / "state") as home:
         assert home.people() == ["familia", "ana"] and len(home.person("ana").memories()) == 1
+
+
+def test_a_reminder_that_falls_due_rings_on_the_open_page(model_file, tmp_path, browser):
+    "Issue 46: the page listens; a reminder that falls due reaches it at once (not at the next 30-s poll), and the"
+    # browser's notification shows it when the person allowed notifications (Notification stubbed: headless has none)
+    with Household.open(tmp_path / "state") as home:
+        home.add_person("ana")
+        home.set_pin("ana", "4821")
+    with served(model_file, tmp_path / "state") as url:
+        d = browser
+        d.get(url + "/")
+        sign_in(d, "ana", "4821")
+        people(d)
+        memories_of(d, "ana")
+        Select(d.find_element(By.ID, "person")).select_by_value("familia")  # the family's own reminders
+        memories_of(d, "familia")
+        d.execute_script("""
+            window.__rung = [];
+            window.Notification = class { constructor(title, options) { window.__rung.push(options.body); }
+                                          static get permission() { return "granted"; } };
+        """)
+        soon = datetime.now(ZoneInfo("Europe/Madrid")) - timedelta(minutes=60) + timedelta(seconds=1)
+        with Household.open(tmp_path / "state", clock=lambda: soon) as home:  # due one second from now
+            home.person("familia").reminder_add("dentro de 60 minutos", "regar las plantas")
+        wait(d, lambda d: d.execute_script("return window.__rung.length"), "the reminder never rang", timeout=20)
+        assert d.execute_script("return window.__rung") == ["Ahora toca: regar las plantas"]
+        wait(d, lambda d: "regar las plantas" in text_of(d, "#due"), "the banner does not show it")
+        d.find_element(By.CSS_SELECTOR, "#reminders .reminder-delete").click()  # and it can be deleted
+        wait(d, lambda d: "regar" not in text_of(d, "#reminders"), "the deleted reminder is still listed")
+        assert not script_errors(d)
+    with Household.open(tmp_path / "state") as home:
+        assert home.person("familia").reminders() == {"pending": [], "due": []}
