@@ -712,6 +712,8 @@ def add_person(self: Household, name: str) -> str:
 @patch
 def person(self: Household, name: str, clock: Callable | None = None) -> "Member":  # defined below
     "The view of one member (a `clock` for their reminders, e.g. the tools' fixed clock in tests)."
+    if any(unicodedata.category(c) == "Cs" for c in str(name)):  # lone surrogates: SQLite cannot even bind them
+        raise HouseholdError(f"the name {str(name)!a} has invalid Unicode; use letters, digits and spaces")
     row = self._read("SELECT key, name FROM people WHERE key = ?", (_key(str(name)),))
     if not row:
         raise HouseholdError(
@@ -1045,15 +1047,15 @@ def _credential(self: Household, member: "Member", kind: str, id: str | None = N
 
 
 @patch
-def _verify(self: Household, id: str, secret: str, kinds: tuple) -> tuple | None:
-    "(person key, kind, added) of credential `id` when `secret` is its secret and its kind is one of `kinds`."
+def _verify(self: Household, id: str, secret: str, kinds: tuple, slow: bool = True) -> tuple | None:
+    "(person key, kind, added) of credential `id` when `secret` is its secret (`slow=False`: only if checked before)."
     rows = self._read("SELECT person, kind, salt, hash, added FROM credentials WHERE id = ?", (id,))
     if not rows or rows[0][1] not in kinds:
         return None
     person, kind, salt, stored, added = rows[0]
     seen = hashlib.sha256(stored + secret.encode("utf-8", "surrogatepass")).digest()
     if not hmac.compare_digest(self._seen.get(id, b""), seen):  # not checked yet in this process: scrypt
-        if not hmac.compare_digest(_kdf(secret, salt), stored):
+        if not slow or not hmac.compare_digest(_kdf(secret, salt), stored):
             return None
         self._seen[id] = seen
     return person, kind, added
@@ -1061,8 +1063,10 @@ def _verify(self: Household, id: str, secret: str, kinds: tuple) -> tuple | None
 
 @patch
 def needs_credentials(self: Household) -> bool:
-    "Whether the service must ask who is speaking: more than one member besides 'familia'."
-    return self._read("SELECT count(*) FROM people WHERE key != ?", (FAMILY,))[0][0] > 1
+    "Whether the service must ask who is speaking: more than one member besides 'familia', or anyone's secret set."
+    # a household back to one person after a removal keeps asking: her PIN and tokens still mean something
+    sql = "SELECT (SELECT count(*) FROM people WHERE key != ?) > 1 OR EXISTS (SELECT 1 FROM credentials)"
+    return bool(self._read(sql, (FAMILY,))[0][0])
 
 
 @patch
@@ -1085,12 +1089,14 @@ def issue_token(self: Household, name: str) -> str:
 
 @patch
 def login(self: Household, name: str, pin: str) -> str | None:
-    "A new session for `name` when `pin` is their PIN (None when it is not); HouseholdError when they have none."
-    member = self.person(name)
-    if not self._read("SELECT 1 FROM credentials WHERE id = ?", (f"pin:{member.key}",)):
-        raise HouseholdError(
-            f"{member.name} has no PIN yet; set one with `python -m enlace.serve people pin {member.name} --state DIR`"
-        )
+    "A new session for `name` when `pin` is their PIN; None otherwise (a wrong PIN, no PIN, no such member)."
+    try:
+        member = self.person(name)
+    except HouseholdError:
+        member = None
+    if member is None or not self._read("SELECT 1 FROM credentials WHERE id = ?", (f"pin:{member.key}",)):
+        _kdf(str(pin), b"\0" * 16)  # as slow as a real check: the answer's time does not tell who lives here
+        return None
     if self._verify(f"pin:{member.key}", str(pin).strip(), ("pin",)) is None:
         return None
     return self._credential(member, "session")
@@ -1105,10 +1111,17 @@ def _split(secret) -> tuple[str, str] | None:
 
 
 @patch
-def who(self: Household, secret: str) -> "Member | None":
-    "The member whose token or session `secret` is; None for a wrong, revoked or expired one."
+def known(self: Household, secret) -> bool:
+    "Whether `secret` names a credential that exists (a revoked or made-up one does not): no hashing, no cost."
     parts = _split(secret)
-    found = parts and self._verify(*parts, ("token", "session"))
+    return bool(parts and self._read("SELECT 1 FROM credentials WHERE id = ? AND kind != 'pin'", (parts[0],)))
+
+
+@patch
+def who(self: Household, secret: str, slow: bool = True) -> "Member | None":
+    "The member whose token or session `secret` is; None for a wrong, revoked or expired one (or, `slow=False`, new)."
+    parts = _split(secret)
+    found = parts and self._verify(*parts, ("token", "session"), slow)
     if not found:
         return None
     person, kind, added = found

@@ -389,11 +389,14 @@ def _member(service: Service, user: str | None, request) -> Member:
     try:
         member = service.home.person(user or (FAMILY if who == ADMIN else who))
     except HouseholdError as e:
-        raise ServeError(400, str(e), param="user") from None
-    if who not in (ADMIN, member.key) and member.key != FAMILY:  # anyone may speak for the shared member
+        if who == ADMIN:  # the household's token may hear who lives here; a member asking for a stranger, a 403
+            raise ServeError(400, str(e), param="user") from None
+        member = None
+    if who != ADMIN and (member is None or member.key not in (who, FAMILY)):  # anyone may speak for 'familia'
+        other = member.name if member else ascii(user)  # what was asked, as it was written (even invalid Unicode)
         raise ServeError(
             403,
-            f"these credentials are {service.home.person(who).name}'s; they cannot act as {member.name}",
+            f"these credentials are {service.home.person(who).name}'s; they cannot act as {other}",
             param="user",
             kind="permission_error",
         )
@@ -493,18 +496,36 @@ class Attempts:
     "Failed attempts per key (a client address, a member) in a sliding window; `wait` says how long a key must wait."
 
     def __init__(self, limit: int, window: float):
-        self.limit, self.window, self.seen = limit, window, {}
+        self.limit, self.window, self.seen, self.lock = limit, window, {}, threading.RLock()
 
     def wait(self, key: str) -> int:
-        now = time.monotonic()
-        recent = [t for t in self.seen.get(key, []) if now - t < self.window]
-        return math.ceil(self.window - (now - recent[0])) if len(recent) >= self.limit else 0
+        with self.lock:
+            now = time.monotonic()
+            recent = [t for t in self.seen.get(key, []) if now - t < self.window]
+            return math.ceil(self.window - (now - recent[0])) if len(recent) >= self.limit else 0
 
     def failed(self, key: str) -> None:
-        now = time.monotonic()
-        # keys whose failures have all aged out are forgotten: the table stays as small as the attack
-        self.seen = {k: ts for k, ts in self.seen.items() if now - ts[-1] < self.window}
-        self.seen[key] = [*(t for t in self.seen.get(key, []) if now - t < self.window), now][-self.limit :]
+        with self.lock:
+            now = time.monotonic()
+            # keys whose failures have all aged out are forgotten: the table stays as small as the attack
+            self.seen = {k: ts for k, ts in self.seen.items() if ts and now - ts[-1] < self.window}
+            self.seen[key] = [*(t for t in self.seen.get(key, []) if now - t < self.window), now][-self.limit :]
+
+    def claim(self, key: str, what: str) -> "ServeError | None":
+        "Count an attempt before it is checked (so that 40 at once are 40, not 0), or a 429 while `key` waits."
+        with self.lock:
+            if refused := self.refusal(key, what):
+                return refused
+            self.failed(key)
+            return None
+
+    def forgive(self, key: str) -> None:
+        "Take back the attempt `claim` counted: it was right."
+        with self.lock:
+            if self.seen.get(key):
+                self.seen[key].pop()
+            if not self.seen.get(key, True):
+                del self.seen[key]
 
     def refusal(self, key: str, what: str) -> "ServeError | None":
         "A 429 with Retry-After while `key` waits."
@@ -552,21 +573,36 @@ class Guard:
         self.app, self.token, self.hosts, self.max_body, self.home = app, token, hosts, max_body, home
         self.attempts = attempts or Attempts(*FAILURES)  # per client address; shared with the PIN's route
 
-    def who(self, headers: dict) -> tuple[str | None, str | None]:
-        "(ADMIN or a member's key, or None; the secret that was wrong: 'bearer', 'cookie' or None)."
+    def who(self, headers: dict, locked: bool) -> tuple[str | None, str | None, bool]:
+        "(ADMIN, a member's key or None; what was wrong: None, 'stale', 'wrong' or 'locked'; was it the cookie)."
+        # - stale: a revoked or made-up token or session (no such id): costs nothing to tell, so it is not counted
+        # - wrong: a real id with a wrong secret, or a wrong household token: a guess, counted per address
+        # - locked: this address is waiting, and the secret would have to be checked: 429, right or wrong
+        # A member's secret this process has already checked passes even from a waiting address: a stale token
+        # polling from a forgotten script must not lock the whole family out of 127.0.0.1.
         scheme, _, given = headers.get("authorization", "").strip().partition(" ")
-        # the scheme in any case, as RFC 9110 says ("bearer", "BEARER"); the token compared in constant time
+        # the scheme in any case, as RFC 9110 says ("bearer", "BEARER")
         bearer = given.strip() if scheme.lower() == "bearer" else ""
-        if self.token is not None and bearer and hmac.compare_digest(bearer.encode(), self.token.encode()):
-            return ADMIN, None
-        for where, secret in (("bearer", bearer), ("cookie", _cookie(headers.get("cookie", ""), SESSION_COOKIE))):
-            if secret.startswith(TOKEN_PREFIX):  # a member's token or session: it names a member, or it is wrong
-                member = self.home.who(secret) if self.home is not None else None
-                if member is None:
-                    return None, where
-                return member.key, None
-        # any other bearer is wrong where the household has a token (without one, clients send e.g. 'Bearer none')
-        return None, "bearer" if self.token is not None and (bearer or scheme) else None
+        cookie = _cookie(headers.get("cookie", ""), SESSION_COOKIE)
+        if self.home is not None and self.home.known(bearer):  # a member's token (or session)
+            return self._member(bearer, locked, by_cookie=False)
+        if self.token is not None and (bearer or scheme):  # the household's token
+            if locked:
+                return None, "locked", False
+            if hmac.compare_digest(bearer.encode(), self.token.encode()):  # in constant time
+                return ADMIN, None, False
+            return None, "wrong", False
+        if bearer.startswith(TOKEN_PREFIX):
+            return None, "stale", False
+        # without a household token, clients send anything as a bearer ('Bearer none'): only the cookie counts
+        if self.home is not None and self.home.known(cookie):
+            return self._member(cookie, locked, by_cookie=True)
+        return None, "stale" if cookie else None, bool(cookie)
+
+    def _member(self, secret: str, locked: bool, by_cookie: bool) -> tuple[str | None, str | None, bool]:
+        if member := self.home.who(secret, slow=not locked):
+            return member.key, None, False
+        return None, "locked" if locked else "wrong", by_cookie
 
     def problem(self, scope) -> ServeError | None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -576,19 +612,21 @@ class Guard:
             return ServeError(421, f"this server answers as {', '.join(self.hosts)}, not {host!r}", param="Host")
         path, client = scope["path"], _client(scope)
         if path not in PUBLIC:
-            if refused := self.attempts.refusal(client, f"secrets from {client}"):
+            refused = self.attempts.refusal(client, f"secrets from {client}")
+            who, fault, by_cookie = self.who(headers, locked=refused is not None)
+            if fault == "locked":
                 return refused  # guessing: this address waits, whatever it sends now
-            who, wrong = self.who(headers)
             personal = path.startswith(("/v1/household", "/v1/chat"))
             needed = self.token is not None or (personal and self.home is not None and self.home.needs_credentials())
-            if wrong:
-                self.attempts.failed(client)
+            if fault:
+                if fault == "wrong":
+                    self.attempts.failed(client)
                 return ServeError(
                     401,
                     "wrong or revoked token or session: send 'Authorization: Bearer <token>' (yours, or the "
                     "household's), or sign in again with your PIN",
                     kind="authentication_error",
-                    headers={"Set-Cookie": CLEAR_COOKIE} if wrong == "cookie" else {},
+                    headers={"Set-Cookie": CLEAR_COOKIE} if by_cookie else {},
                 )
             if who is None and needed:
                 return ServeError(
@@ -601,12 +639,15 @@ class Guard:
         if scope["method"] in ("POST", "PUT", "PATCH"):
             if headers.get("content-type", "").split(";")[0].strip() != "application/json":
                 return ServeError(415, "send the body as JSON with 'Content-Type: application/json'")
+            if "content-length" not in headers:  # a chunked body could grow without end before any route sees it
+                return ServeError(411, "send the body with a Content-Length header (not chunked)")
             if int(headers.get("content-length", "0") or 0) > self.max_body:
                 return ServeError(413, f"the body is over {self.max_body} bytes; send a shorter conversation")
         return None
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and (refused := self.problem(scope)) is not None:
+        # in a worker thread: checking a new secret costs scrypt's tens of ms, which must not stall other streams
+        if scope["type"] == "http" and (refused := await asyncio.to_thread(self.problem, scope)) is not None:
             body = json.dumps(refused.body(), ensure_ascii=False).encode()
             head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
             head += [(k.lower().encode(), str(v).encode()) for k, v in refused.headers.items()]  # Retry-After
@@ -798,6 +839,7 @@ def _household_routes(app, service: Service, attempts: Attempts) -> None:
 
     BIG = 2**63 - 1  # SQLite's integer range: a larger id is a 400, not an overflow (one At() per route)
     pins = Attempts(*PIN_FAILURES)  # per member: many addresses guessing one PIN still wait
+    PIN_HOW = "python -m enlace.serve people --state DIR pin"
 
     @app.get("/v1/household")
     def household(request: Request):
@@ -813,17 +855,23 @@ def _household_routes(app, service: Service, attempts: Attempts) -> None:
         client = _client(request.scope)
         try:
             member = home.person(body.user)
-        except HouseholdError:  # an unknown name reads like a wrong PIN: the page does not list who lives here
+        except HouseholdError:
             member = None
         key = f"pin:{member.key if member else body.user}"
-        for table, who, what in ((attempts, client, f"secrets from {client}"), (pins, key, "PINs for this person")):
-            if refused := table.refusal(who, what):
-                raise refused
-        session = member and home.login(member.name, body.pin)  # a member without a PIN: a 400 that says how
-        if not session:
-            attempts.failed(client)
-            pins.failed(key)
+        # each attempt counted before it is checked: forty at once are forty guesses, not one
+        if refused := attempts.claim(client, f"secrets from {client}"):
+            raise refused
+        if refused := pins.claim(key, "PINs for this person"):
+            attempts.forgive(client)
+            raise refused
+        # an unknown name, a member without a PIN and a wrong PIN read alike, and take as long: the page does not
+        # tell who lives here; the server's log says what to do about a missing PIN
+        if not (session := home.login(body.user, body.pin)):
+            if member and not home.credentials(member.name)["pin"]:
+                print(f"sign-in: {member.name} has no PIN; set one with `{PIN_HOW} {member.name}`", file=sys.stderr)
             raise ServeError(401, "wrong name or PIN", param="pin", kind="authentication_error")
+        attempts.forgive(client)
+        pins.forgive(key)
         answer = JSONResponse({"user": member.name})
         age = SESSION_DAYS * 86400  # the browser keeps it; HttpOnly: no script of the page can read it
         answer.set_cookie(SESSION_COOKIE, session, max_age=age, path="/", httponly=True, samesite="strict")
@@ -831,7 +879,14 @@ def _household_routes(app, service: Service, attempts: Attempts) -> None:
 
     @app.post("/v1/household/logout")
     def logout(request: Request):
-        ended = home.logout(request.cookies.get(SESSION_COOKIE, ""))
+        client, session = _client(request.scope), request.cookies.get(SESSION_COOKIE, "")
+        if home.known(session):  # ending a session checks its secret: a guess like any other
+            if refused := attempts.claim(client, f"secrets from {client}"):
+                raise refused
+            if ended := home.logout(session):
+                attempts.forgive(client)
+        else:
+            ended = False
         answer = JSONResponse({"signed_out": ended})
         answer.headers["Set-Cookie"] = CLEAR_COOKIE
         return answer
@@ -1066,7 +1121,10 @@ def main(argv: list[str] | None = None) -> int:
     app = make_app(service, token, hosts=None if token else LOCAL_NAMES)
     try:
         # open event streams (pages listening for reminders) end at once on Ctrl-C or SIGTERM, not when they close
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2)
+        # proxy_headers off: X-Forwarded-For from a local client must not pose as another address (the limits)
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2, proxy_headers=False
+        )
     finally:
         service.close()
         held.close()

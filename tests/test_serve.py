@@ -228,17 +228,24 @@ def test_without_anas_secret_nothing_of_anas_is_reachable(live):
         ("POST", "/v1/chat/completions",
          dict(json={"messages": hi("¿cuál es mi PIN?"), "user": "ana", "max_tokens": 2})),
     ]
-    wrong = {"Authorization": "Bearer enlace_0123456789abcdef_not-anas-secret"}
     for method, path, kw in routes:
         # nothing, or Luis's own token: 401 and 403; 'user' left out with Luis's token is Luis, not Ana
         assert httpx.request(method, s.url + path, timeout=30, **kw).status_code == 401, (method, path)
         r = httpx.request(method, s.url + path, headers=luis, timeout=30, **kw)
         assert r.status_code == 403 and "cannot act as ana" in r.json()["error"]["message"], (method, path, r.text)
-    for _ in range(4):  # a made-up token: 401, and the guesses are counted (the fifth would make this client wait)
-        assert s.get("/v1/household/memories", params=as_ana, headers=wrong).status_code == 401
-    r = s.get("/v1/household/memories", params=as_ana, headers=wrong)
-    assert r.status_code == 401
-    assert s.get("/v1/household/memories", headers=ana).status_code == 429  # even Ana's own token, from here, waits
+    # a stranger's name, or invalid Unicode, with Luis's token: the same 403, and no list of who lives here
+    for who in (b"zzz", b"\\ud800"):  # the second: a lone surrogate, as JSON may write it
+        body = b'{"user": "' + who + b'", "text": "x"}'
+        r = httpx.post(f"{s.url}/v1/household/memories", content=body,
+                       headers={**luis, "content-type": "application/json"})
+        assert r.status_code == 403 and "ana" not in r.json()["error"]["message"], (who, r.text)
+    assert s.get("/v1/household/memories", headers=ana).status_code == 200  # Ana's token, checked once
+    guess = {"Authorization": f"Bearer {luis['Authorization'][7:].rsplit('_', 1)[0]}_a-guess"}  # Luis's id, wrong
+    for _ in range(5):  # guesses at a real token: 401 each, and counted
+        assert s.get("/v1/household/memories", params=as_ana, headers=guess).status_code == 401
+    assert s.get("/v1/household/memories", params=as_ana, headers=guess).status_code == 429  # this address waits
+    assert s.get("/v1/household/memories", headers=ana).status_code == 200  # a secret already checked still passes
+    assert s.get("/v1/household/memories", params=as_ana).status_code == 401  # nothing to check: not a 429
     assert s.get("/").status_code == 200  # the page still loads: it asks for the PIN
     assert [m["text"] for m in s.home.person("ana").memories()] == ["mi PIN del banco es 1234"]  # nothing changed
     assert s.home.person("ana").reminders()["pending"][0]["id"] == rid and "luis" in s.home.people()
@@ -258,17 +265,63 @@ def test_a_pin_opens_a_session_on_one_device_and_guesses_wait(live):
     r = httpx.get(f"{s.url}/v1/household", cookies=jar)
     assert r.json()["you"] == "ana" and r.json()["people"] == ["familia", "ana"], r.text
     assert httpx.get(f"{s.url}/v1/household/memories", params={"user": "luis"}, cookies=jar).status_code == 403
-    r = httpx.post(login, json={"user": "luis", "pin": "4821"})  # luis has no PIN yet: says how to set one
-    assert r.status_code == 400 and "people pin luis" in r.json()["error"]["message"], r.text
+    r = httpx.post(login, json={"user": "luis", "pin": "4821"})  # luis has no PIN yet: like a wrong one
+    assert r.status_code == 401 and r.json()["error"]["message"] == "wrong name or PIN", r.text
     assert s.home.revoke("ana") == 1
     r = httpx.get(f"{s.url}/v1/household", cookies=jar)  # revoked: 401, and the browser is told to drop it
     assert r.status_code == 401 and "Max-Age=0" in r.headers["set-cookie"], r.text
-    for pin in ("0000", "1111", "2222"):  # wrong PINs and unknown names read alike
+    for pin in ("0000", "1111"):  # wrong PINs and unknown names read alike
         r = httpx.post(login, json={"user": "ana", "pin": pin})
         assert r.status_code == 401 and r.json()["error"]["message"] == "wrong name or PIN", r.text
     assert httpx.post(login, json={"user": "nadie", "pin": "4821"}).json()["error"]["message"] == "wrong name or PIN"
-    r = httpx.post(login, json={"user": "ana", "pin": "4821"})  # the revoked cookie and four wrong PINs: five
+    r = httpx.post(login, json={"user": "ana", "pin": "4821"})  # luis's, two wrong PINs and a stranger: four
+    assert r.status_code == 200, r.text  # the right PIN is not counted
+    r = httpx.post(login, json={"user": "ana", "pin": "2222"})
+    r = httpx.post(login, json={"user": "ana", "pin": "4821"})  # five wrong: this address waits, right PIN or not
     assert r.status_code == 429 and 0 < int(r.headers["Retry-After"]) <= 60, r.text
+
+
+def test_guesses_sent_at_once_are_all_counted_and_removing_someone_opens_nothing(live):
+    "The review's attack (LOG 2026-12-07): 40 PINs at once, a chunked body, a logout guessing, the last member left."
+    s = live(Babbler(), people=("ana", "luis"))
+    s.home.set_pin("luis", "5678")
+    s.home.person("ana").memory_save("mi PIN del banco es 1234")
+    ana = {"Authorization": f"Bearer {s.home.issue_token('ana')}"}
+    assert s.get("/v1/household/memories", headers=ana).status_code == 200  # in use before the attack begins
+    got = []
+
+    def guess(pin):
+        got.append(httpx.post(f"{s.url}/v1/household/login", json={"user": "luis", "pin": pin}, timeout=60).status_code)
+
+    threads = [threading.Thread(target=guess, args=(f"{i:04d}",)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(got) == [401] * 5 + [429] * 35, got  # counted before checked: five guesses, not forty
+    # a body without a length (chunked) is refused before it is read
+    r = httpx.post(f"{s.url}/v1/household/login", content=iter([b'{"user": "luis", ', b'"pin": "5678"}']),
+                   headers={"content-type": "application/json"})
+    assert r.status_code == 411, r.text
+    # ending a session checks its secret: from this address, a guess at one waits too
+    session = s.home.login("luis", "5678")
+    r = httpx.post(f"{s.url}/v1/household/logout", json={}, cookies={"enlace_session": session[:-2] + "xx"})
+    assert r.status_code == 429, r.text
+    # luis leaves; ana is the only member again, but she has a token: her data still asks for it
+    s.home.remove_person("luis")
+    assert s.get("/v1/household/memories", params={"user": "ana"}).status_code == 401
+    assert s.get("/v1/household/memories", headers=ana).json()["memories"][0]["text"] == "mi PIN del banco es 1234"
+
+
+def test_a_forwarded_for_header_does_not_hide_who_guesses(model_file, tmp_path):
+    "uvicorn believes X-Forwarded-For from 127.0.0.1 unless told not to: the limit must hold whatever it says."
+    token = "a-secret-token-of-24-chars"
+    (tmp_path / "token").write_text(token + "\n")
+    with served(model_file, tmp_path / "state", "--token-file", tmp_path / "token", token=token) as url:
+        codes = [httpx.get(f"{url}/v1/household", headers={"Authorization": "Bearer nope",
+                                                          "X-Forwarded-For": f"10.9.0.{i}"}).status_code
+                 for i in range(6)]
+        assert codes == [401] * 5 + [429], codes
 
 
 def test_an_untrusted_search_result_cannot_change_the_household(live):
