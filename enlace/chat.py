@@ -321,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="enlace-chat-") as tmp:
         try:
             # the settings first: a bad value is refused before the model is loaded
+            for flag, text in (("--once", args.once), ("--system", args.system)):
+                if text is not None and not _unicode(text):  # argv bytes that are not UTF-8 become surrogates
+                    raise ValueError(f"{flag}: el texto no es UTF-8 válido; escríbelo otra vez")
             sampling = sampling_of(args)
             Ask([], ToolContext(), recall=args.recall)
             zone(args.zone)

@@ -166,6 +166,8 @@ def text_files(path) -> list[Path]:
 def pooled_bpb(scores: list[dict]) -> dict:
     "Bits per byte of several scored files (`enlace.bpb.score_file`) taken together."
     n_bytes = sum(s["bytes"] for s in scores)
+    if n_bytes == 0:  # a file of one character: no token is predicted from another
+        raise EvalError("bpb: the text is too short to score (a byte or two); give a longer text")
     return {"bpb": sum(s["bits"] for s in scores) / n_bytes, "bytes": n_bytes, "files": len(scores)}
 
 

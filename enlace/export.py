@@ -16,6 +16,7 @@ from pathlib import Path
 
 import tokenizers
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors
 
@@ -319,6 +320,8 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
         os.replace(tmp, out_dir)
     except OSError as e:
         raise ExportError(write_problem(e, out_dir, "export into a folder you may write")) from None
+    except SafetensorError as e:  # the weights' writer says 'No space left on device' in its own exception
+        raise ExportError(f"cannot write {out_dir} ({e}); free some space or export elsewhere") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     n = param_count(model.cfg)["total"]

@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import threading
 import unicodedata
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ except ImportError:  # Windows: no flock; one process at a time in a household f
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
            'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST',
            'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX',
-           'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'Member']
+           'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'name_key', 'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
 class HouseholdError(ValueError):
@@ -216,6 +217,8 @@ def parse_when(text: str, now: datetime) -> datetime:
     if now.tzinfo is None:
         raise HouseholdError("parse_when needs an aware `now` (a datetime with its time zone)")
     said = " ".join(str(text).split())
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in said):  # NUL, lone surrogates: not a time, not storable
+        raise HouseholdError(f"cannot read the time {said!a}; say e.g. {WHEN_EXAMPLES}")
     unknown = HouseholdError(f"cannot read the time {said!r}; say e.g. {WHEN_EXAMPLES}")
     if re.search(
         r"(?:dentro de|en)\s*[-\u2010-\u2015\u2212\ufe58\ufe63\uff0d]\s*\d", said.lower()
@@ -371,9 +374,19 @@ def _mark(path: Path, what: str):
     "(open file, path): `path` made, flocked by this process and holding `what`; None when a live process holds it."
     # written and locked under a name of its own first, then linked into place: a mark is never seen unlocked
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{next(_OPENS)}.new")
-    f = tmp.open("w", encoding="utf-8")  # in the state folder, as the database itself
-    f.write(what)
-    f.flush()
+    try:
+        f = tmp.open("w", encoding="utf-8")  # in the state folder, as the database itself
+        try:
+            f.write(what)
+            f.flush()
+        except OSError:
+            f.close()
+            raise
+    except OSError as e:  # a full disk, a read-only folder: no half-written mark stays behind
+        tmp.unlink(missing_ok=True)
+        raise HouseholdError(
+            f"cannot write in {path.parent} ({e.strerror or e}); free some space and try again"
+        ) from None
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file of its own: never held by another
         for _ in range(3):  # a dead process's mark is removed by _holder, then linked again
@@ -521,6 +534,8 @@ class Household:
                 _unmark(mark)
             raise
         home._mark = mark
+        if mark:  # removed at close(), or when the process ends without it (a command, a killed REPL's atexit)
+            home._unmarked = weakref.finalize(home, _unmark, mark)
         return home
 
     @contextmanager
@@ -560,7 +575,7 @@ class Household:
         with self.lock:
             self.db.close()
             if getattr(self, "_mark", None):
-                _unmark(self._mark)
+                self._unmarked()  # _unmark, once
                 self._mark = None
 
     def __enter__(self):
@@ -657,6 +672,11 @@ MAX_LIST = 80  # a list's name: 'compra', 'cosas para la fiesta de cumpleaños d
 def _key(s: str) -> str:
     "How lists, items and names are compared: case, spaces and Unicode's two ways of writing 'ë' do not matter."
     return " ".join(unicodedata.normalize("NFC", s).casefold().split())
+
+
+def name_key(name) -> str:
+    "How a member's name is compared (what `person` looks up): 'Ana', ' ANA ' and 'ana' are one key."
+    return _key(str(name))
 
 
 def _controls(text: str, what: str) -> None:
@@ -794,7 +814,7 @@ class Member:
     def list_remove(self, list: str, items: list[str]) -> dict:
         name = _list_name(list)
         with self.home._write() as db:
-            gone = {_key(i) for i in items if i.strip()}
+            gone = {_key(_item(i)) for i in items if str(i).strip()}
             found = {k for k in gone if db.execute("DELETE FROM items WHERE list = ? AND key = ?", (name, k)).rowcount}
             out = {"list": name, "items": self._items(name)}
             return {**out, "missing": sorted(gone - found)} if gone - found else out
@@ -1253,8 +1273,19 @@ def _put(src: Path, folder: Path, force: bool) -> tuple[Path, Path | None]:
         _copy(db, staged)  # the old household stays whole until the copy is complete
     finally:
         db.close()
+    try:  # migrates an older backup, and proves it opens, before it replaces anything
+        Household(staged).close()
+    except HouseholdError as e:
+        for side in ("", "-wal", "-shm"):
+            staged.with_name(staged.name + side).unlink(missing_ok=True)
+        if kept and kept.name.startswith(f"{STATE_FILE}.replaced-"):
+            kept.unlink()  # a copy of a household that stays where it was
+        elif kept:  # the unreadable file set aside goes back where it was: nothing changed
+            for side in ("", "-wal", "-shm"):
+                if (aside := target.with_name(f"{STATE_FILE}{side}.broken-{stamp}")).exists():
+                    os.replace(aside, target.with_name(STATE_FILE + side))
+        raise HouseholdError(f"{src} is not a household this enlace can open ({e}); nothing was replaced") from None
     for side in ("-wal", "-shm"):  # a WAL left by the replaced database must never be applied to the backup
         target.with_name(STATE_FILE + side).unlink(missing_ok=True)
     os.replace(staged, target)
-    Household(target).close()  # migrates an older backup, and proves it opens
     return target, kept

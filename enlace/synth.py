@@ -324,14 +324,17 @@ def read_records(path, log=None) -> list[dict]:
     for line in data[: data.rfind(b"\n") + 1].splitlines():
         try:
             rec = json.loads(line) if line.strip() else None
-        except ValueError:  # a line torn by a kill and then followed by others, or not UTF-8
+        except (ValueError, RecursionError):  # torn by a kill and followed by others, not UTF-8, nested too deep
             rec, bad = None, bad + 1
         if isinstance(rec, dict):
             out.append(rec)
         elif rec is not None:
             bad += 1
-    if bad:
-        (log or (lambda s: print(s, file=sys.stderr)))(f"warning: {path}: skipped {bad} unreadable line(s)")
+    torn = bool(data[data.rfind(b"\n") + 1 :].strip())  # a crash mid-append: the next append cuts it off
+    if bad or torn:
+        said = [f"skipped {bad} unreadable line(s)"] if bad else []
+        said += ["skipped a torn last line (a write that was cut short)"] if torn else []
+        (log or (lambda s: print(s, file=sys.stderr)))(f"warning: {path}: {'; '.join(said)}")
     return out
 
 

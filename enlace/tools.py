@@ -102,6 +102,8 @@ def calculator(expression: str) -> dict:
         value = _eval(tree.body)
     except SyntaxError:
         raise ToolError(f"cannot read {expression!r} as arithmetic") from None
+    except ZeroDivisionError:  # 0 ** -1: the power divides
+        raise ToolError("division by zero") from None
     except (OverflowError, RecursionError, MemoryError):  # 0.5**-100000, a deep nesting
         raise ToolError(f"{expression[:40]!r} is too large or too deeply nested to compute") from None
     if isinstance(value, complex) or not math.isfinite(value):

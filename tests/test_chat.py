@@ -69,11 +69,14 @@ def test_refusals_are_one_line(cli, model_file, tmp_path):
     old = export_model(Transformer(cfg), tmp_path / "old", Tokenizer.bytes(specials=False))
     cases = [([tmp_path / "nope.safetensors"], "model file not found"),
              ([old], "has no chat specials"),
-             ([model_file, "--zone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'")]
+             ([model_file, "--zone", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
+             ([model_file, "--system", "ho\udcffla"], "--system: el texto no es UTF-8 válido")]  # bytes 'ho\xffla'
     for args, want in cases:
         r = cli("enlace.chat", *args, "--once", "hola")
         assert r.returncode == 2, (args, r.stderr)
         assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = cli("enlace.chat", model_file, "--once", "ho\udcffla")  # argv's bytes that are not UTF-8
+    assert r.returncode == 2 and r.stderr.strip() == "error: --once: el texto no es UTF-8 válido; escríbelo otra vez"
 
 
 def test_fitting_a_long_conversation_tokenizes_each_message_once():

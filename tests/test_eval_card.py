@@ -149,6 +149,14 @@ def test_bad_input_is_one_line(tmp_path, cli, bpe_model, make, args, expect):
     assert len(lines) == 1 or lines[-1].startswith("python -m enlace.eval: error:"), r.stderr  # argparse adds usage
 
 
+def test_a_text_of_one_byte_is_refused_in_one_line():
+    "A byte-level model scores no byte of a one-byte file (the first has no context): a ZeroDivisionError before."
+    from enlace.eval import EvalError, pooled_bpb
+
+    with pytest.raises(EvalError, match="the text is too short to score"):
+        pooled_bpb([{"bits": 0.0, "bytes": 0}])
+
+
 def test_a_tsv_with_a_bom_and_blank_lines_reads(tmp_path):
     tsv = write_stories(tmp_path / "s.tsv", 4)
     tsv.write_bytes(b"\xef\xbb\xbf" + tsv.read_bytes().replace(b"\n", b"\n\n", 2))  # Excel's BOM, blank lines

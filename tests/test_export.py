@@ -155,6 +155,24 @@ def test_chat_template_takes_openai_shaped_tool_calls(tmp_path, bpe):
         assert ht.apply_chat_template(theirs["messages"], tokenize=True)["input_ids"] == want
 
 
+def test_a_full_disk_while_writing_the_weights_is_one_line_and_leaves_nothing(tmp_path, bpe, monkeypatch):
+    "safetensors reports 'No space left on device' in its own exception, not an OSError: it was a traceback."
+    from safetensors import SafetensorError
+
+    import enlace.export
+
+    torch.manual_seed(0)
+    mf = export_model(Transformer(cfg(bpe.vocab_size)), tmp_path / "run", bpe)
+
+    def full(*args, **kw):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, message: \"No space left on device\" })")
+
+    monkeypatch.setattr(enlace.export, "save_file", full)
+    with pytest.raises(ExportError, match="No space left on device.*free some space") as e:
+        export(mf, tmp_path / "hf", check=False)
+    assert "\n" not in str(e.value) and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
 def test_force_replaces_an_earlier_export_only(tmp_path, bpe, cli):
     torch.manual_seed(0)
     mf = export_model(Transformer(cfg(bpe.vocab_size)), tmp_path / "run", bpe)

@@ -720,10 +720,12 @@ def test_a_second_command_on_a_busy_job_is_one_line(tmp_path, monkeypatch, capsy
 def test_torn_lines_and_unknown_result_shapes_are_skipped_and_counted(tmp_path):
     "A kill during an append can leave a torn line in the middle once more lines follow; the job goes on."
     f = tmp_path / "results.jsonl"
-    f.write_bytes(b'{"custom_id": "a"}\n{"custom_id": "b", "out\n\xff\xfe\n[1, 2]\n{"custom_id": "c"}\n{"custom_id": "d"')
+    deep = b'{"custom_id": "deep", "output": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"  # RecursionError in json
+    f.write_bytes(b'{"custom_id": "a"}\n{"custom_id": "b", "out\n\xff\xfe\n[1, 2]\n' + deep
+                  + b'{"custom_id": "c"}\n{"custom_id": "d"')
     said = []
     assert [r["custom_id"] for r in read_records(f, log=said.append)] == ["a", "c"]
-    assert said == [f"warning: {f}: skipped 3 unreadable line(s)"]
+    assert said == [f"warning: {f}: skipped 4 unreadable line(s); skipped a torn last line (a write that was cut short)"]
     for result in ({"type": "succeeded"}, {"type": "succeeded", "message": "text"}, {"type": "new_kind", "x": 1}, {}):
         rec = outcome(result, None)
         assert rec["reason"] == "unexpected_result" and rec["retryable"], (result, rec)

@@ -410,6 +410,53 @@ def test_restore_refuses_a_file_with_no_household_and_changes_nothing(tmp_path):
         assert h.lists() == {"compra": ["pan"]}
 
 
+def test_restore_of_a_file_that_only_looks_like_a_household_replaces_nothing(tmp_path):
+    "The attack of 2026-12-07: the right table names, the wrong columns; --force moved the household aside silently."
+    with Household.open(tmp_path / "state") as h:
+        h.person("familia").list_add("compra", ["pan"])
+    fake = sqlite3.connect(tmp_path / "fake.sqlite")
+    fake.executescript("CREATE TABLE items (x); CREATE TABLE reminders (x); CREATE TABLE memories (x);")
+    fake.close()
+    with pytest.raises(HouseholdError, match="is not a household this enlace can open .*nothing was replaced") as e:
+        Household.restore(tmp_path / "fake.sqlite", tmp_path / "state", force=True)
+    assert "\n" not in str(e.value)
+    assert sorted(p.name for p in (tmp_path / "state").glob("household.sqlite*")) == ["household.sqlite"]
+    with Household.open(tmp_path / "state") as h:
+        assert h.lists() == {"compra": ["pan"]}
+
+
+def test_the_open_mark_goes_with_the_process_and_a_full_disk_leaves_nothing(tmp_path, monkeypatch):
+    "A command that never calls close() leaves no '.household-*.open'; a mark that cannot be written is one line."
+    code = "import sys; from enlace.household import Household; Household.open(sys.argv[1]).person('familia')"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, cwd=ROOT, timeout=60)
+    assert (tmp_path / "household.sqlite").exists() and not list(tmp_path.glob(".household*"))
+    real = household.Path.open
+
+    def full(self, *args, **kw):
+        if self.name.endswith(".new"):
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(household.Path, "open", full)
+    with pytest.raises(HouseholdError) as e:
+        Household.open(tmp_path)
+    assert one_line(e) == f"cannot write in {tmp_path} (No space left on device); free some space and try again"
+    assert not list(tmp_path.glob(".household*"))
+
+
+def test_invalid_unicode_is_refused_in_one_line_everywhere_a_name_or_text_goes(home):
+    "Lone surrogates (what surrogateescape makes of bad bytes in argv or stdin) never reach SQLite: one line."
+    ana = home.person("familia")
+    for call, says in [
+        (lambda: home.person("an\udcffa"), "invalid Unicode"),
+        (lambda: ana.list_remove("compra", ["\ud800"]), "invalid Unicode"),
+        (lambda: ana.reminder_add("mañana \ud800", "x"), "cannot read the time"),
+    ]:
+        with pytest.raises(HouseholdError, match=says) as e:
+            call()
+        assert "\n" not in one_line(e)
+
+
 def test_restore_force_keeps_the_replaced_household_beside_it(tmp_path):
     with Household.open(tmp_path / "a") as h:
         copy = h.backup(tmp_path / "copy.sqlite")  # an empty household
@@ -843,6 +890,7 @@ def test_the_calculator_refuses_what_it_cannot_compute_in_one_line():
         ("1+" * 50_000 + "1", "too long \\(100001 characters, at most 500\\)"),
         ("-" * 100_000 + "1", "too long"),
         ("(" * 400 + "1" + ")" * 99, "cannot read|too deeply nested"),
+        ("0**-1", "division by zero"),  # the power divides (1/0 was always caught)
     ]:
         with pytest.raises(ToolError, match=match) as e:
             calculator(expression)

@@ -232,7 +232,7 @@ def test_without_anas_secret_nothing_of_anas_is_reachable(live):
         # nothing, or Luis's own token: 401 and 403; 'user' left out with Luis's token is Luis, not Ana
         assert httpx.request(method, s.url + path, timeout=30, **kw).status_code == 401, (method, path)
         r = httpx.request(method, s.url + path, headers=luis, timeout=30, **kw)
-        assert r.status_code == 403 and "cannot act as ana" in r.json()["error"]["message"], (method, path, r.text)
+        assert r.status_code == 403 and "cannot act as another member" in r.json()["error"]["message"], (method, r.text)
     # a stranger's name, or invalid Unicode, with Luis's token: the same 403, and no list of who lives here
     for who in (b"zzz", b"\\ud800"):  # the second: a lone surrogate, as JSON may write it
         body = b'{"user": "' + who + b'", "text": "x"}'
@@ -313,14 +313,18 @@ def test_guesses_sent_at_once_are_all_counted_and_removing_someone_opens_nothing
     assert s.get("/v1/household/memories", headers=ana).json()["memories"][0]["text"] == "mi PIN del banco es 1234"
 
 
-def test_a_forwarded_for_header_does_not_hide_who_guesses(model_file, tmp_path):
-    "uvicorn believes X-Forwarded-For from 127.0.0.1 unless told not to: the limit must hold whatever it says."
+def test_neither_a_forwarded_for_header_nor_another_loopback_address_hides_who_guesses(model_file, tmp_path):
+    "uvicorn believes X-Forwarded-For from 127.0.0.1 unless told not to, and any 127.x.y.z reaches 127.0.0.1: the"
+    # limit counts this machine as one client, whatever address or header it sends from
     token = "a-secret-token-of-24-chars"
     (tmp_path / "token").write_text(token + "\n")
     with served(model_file, tmp_path / "state", "--token-file", tmp_path / "token", token=token) as url:
-        codes = [httpx.get(f"{url}/v1/household", headers={"Authorization": "Bearer nope",
-                                                          "X-Forwarded-For": f"10.9.0.{i}"}).status_code
-                 for i in range(6)]
+        codes = []
+        for i in range(1, 7):
+            with httpx.Client(transport=httpx.HTTPTransport(local_address=f"127.0.0.{i}")) as c:
+                guess = {"Authorization": "Bearer nope", "X-Forwarded-For": f"10.9.0.{i}"}
+                r = c.get(f"{url}/v1/household", headers=guess)
+            codes.append(r.status_code)
         assert codes == [401] * 5 + [429], codes
 
 
@@ -422,6 +426,46 @@ def test_reminders_go_off_once_to_the_page_and_the_webhook_even_across_a_restart
     r = httpx.delete(f"{s2.url}/v1/household/reminders/1", params={"user": "ana"})
     assert r.json() == {"deleted": 1} and s2.home.person("ana").reminders() == {"pending": [], "due": []}
     hook.stop()
+
+
+def test_an_open_reminder_stream_ends_when_its_secret_is_revoked_and_pages_are_capped(live):
+    "The re-attack of 2026-12-07: a revoked member kept getting reminders on a stream opened before; streams unlimited."
+    s = live(Babbler(), people=("ana", "luis"))
+    luis = {"Authorization": f"Bearer {s.home.issue_token('luis')}"}
+    ended = []
+
+    def listen():
+        with httpx.stream("GET", f"{s.url}/v1/household/events", headers=luis, timeout=30) as r:
+            assert r.status_code == 200
+            ended.append([line for line in r.iter_lines() if line.startswith("data: ")])
+
+    reader = threading.Thread(target=listen, daemon=True)
+    reader.start()
+    until(lambda: s.service.bell.listeners)
+    s.home.revoke("luis")
+    until(lambda: ended, seconds=10)  # the stream checks its secret every second: it closes, having sent nothing
+    assert ended == [[]] and not s.service.bell.listeners
+    ana = {"Authorization": f"Bearer {s.home.issue_token('ana')}"}
+    streams = [httpx.stream("GET", f"{s.url}/v1/household/events", headers=ana, timeout=30) for _ in range(5)]
+    codes = [st.__enter__().status_code for st in streams]
+    assert codes == [200] * 4 + [429], codes  # four pages per person
+    for st in streams:
+        st.__exit__(None, None, None)
+
+
+def test_a_client_that_leaves_mid_body_leaves_no_traceback(live, capfd):
+    "Headers saying 1000 bytes, 11 sent, then gone: the server's log filled with ClientDisconnect tracebacks."
+    import socket
+
+    s = live(Babbler())
+    for path in ("/v1/household/memories", "/v1/chat/completions"):
+        with socket.create_connection(("127.0.0.1", s.port)) as c:
+            c.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 1000\r\n\r\n{\"text\": \"ho".encode())
+        time.sleep(0.5)
+    assert s.get("/health").json()["status"] == "ok"
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception in ASGI" not in err, err
 
 
 # each bad sampling value: (the chat CLI's flag, its text, the request's field, its JSON value)
@@ -643,6 +687,9 @@ def test_people_pin_token_and_revoke_commands(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ended 2 sessions and tokens of ana", r
     with Household.open(state) as home:
         assert home.who(token) is None and home.credentials("ana") == {"pin": True, "tokens": 0, "sessions": 0}
+    assert people("add", "luis").returncode == 0
+    r = people("token", "luis")  # a member without a PIN: the page will ask for one, so the command says so
+    assert r.returncode == 0 and "luis has no PIN for the page yet" in r.stderr, r
     r = people("token", "nadie")
     assert r.returncode == 2 and "unknown household member 'nadie'" in r.stderr and not r.stdout
 
