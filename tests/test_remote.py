@@ -521,7 +521,7 @@ def test_serve_a_run_to_the_network_and_stop_it(setup):
         assert get(url + "/health", token)[0] == 200
         assert get(url + "/v1/models")[0] == 401  # the token guards everything but the page
         with urllib.request.urlopen(url + "/", timeout=10) as page:
-            assert page.status == 200 and "Clave de acceso" in page.read().decode()
+            assert page.status == 200 and "clave de la casa" in page.read().decode()  # the sign-in form
 
         # it lives under the tmux server, not under the SSH session that started it
         pid = int((rdir / "serve/home/remote.pid").read_text())
