@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import threading
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint import ModelFileError, load_model
-from .common import run_cli
+from .common import exit_on_signal, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, message_ids, parse, render_prompt
 from .conversation import with_memories
 from .engine import Engine, Sampling, SamplingError
@@ -341,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.once is None:
             if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become surrogates: one line refused
                 sys.stdin.reconfigure(errors="surrogateescape")
+            for sig in (signal.SIGTERM, signal.SIGHUP):  # killed, or its terminal closed: the household closes cleanly
+                signal.signal(sig, exit_on_signal)
             repl(chat)
             return 0
         try:

@@ -28,7 +28,7 @@ except ImportError:  # Windows
 # %% auto #0
 __all__ = ['NO_ROOM', 'DENIED', 'sha256_file', 'cache_dir', 'atomic_write', 'atomic_write_json', 'errno_of', 'write_problem',
            'FolderError', 'FolderBusy', 'own_folder', 'pid_alive', 'progress_interval', 'in_time', 'positive_int',
-           'closest', 'short_repr', 'error_line', 'run_cli']
+           'closest', 'short_repr', 'error_line', 'exit_on_signal', 'run_cli']
 
 # %% ../nbs/01_common.ipynb #4fde90b5
 def sha256_file(path, chunk: int = 1 << 20) -> str:
@@ -236,6 +236,11 @@ def error_line(e, known_keys=None) -> str:
     return f"{'.'.join(loc) or '(top level)'}: {problem}{more}"
 
 # %% ../nbs/01_common.ipynb #e10cb565
+def exit_on_signal(sig, frame):
+    "SIGTERM or SIGHUP (systemd, docker stop, a closed terminal) as a normal exit: `finally` and atexit still run."
+    raise SystemExit(128 + sig)
+
+
 def run_cli(main, argv: list[str] | None = None) -> int:
     "Run a CLI's `main(argv)`; a reader that closes the pipe early (`| head`) ends it quietly."
     try:

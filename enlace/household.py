@@ -34,9 +34,10 @@ except ImportError:  # Windows: no flock; one process at a time in a household f
 
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
-           'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM', 'MAX_LIST',
-           'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX',
-           'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'name_key', 'Member']
+           'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'TIMES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM',
+           'MAX_LIST', 'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS',
+           'TOKEN_PREFIX', 'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'name_key',
+           'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
 class HouseholdError(ValueError):
@@ -303,6 +304,7 @@ CREDENTIALS = (
 SCHEMA = (*SCHEMA, CREDENTIALS)
 TABLES = {1: {"items", "reminders", "memories"}, 2: {"people", "items", "reminders", "memories", "memories_fts"}}
 TABLES[3] = TABLES[2] | {"credentials"}
+TIMES = {"people": ("added",), "items": ("added",), "memories": ("added",), "reminders": ("due", "added")}
 
 
 def _version(version: int, tables: set[str]) -> int:
@@ -330,12 +332,24 @@ def _inspect(path: Path) -> dict:
             counts = {
                 t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (TABLES[1] | {"people"}) & tables
             }
+            # times are numbers: a hand-edited 'ayer' would pass every check above and fail later, mid-request
+            odd = [
+                f"{t}.{c}"
+                for t, cols in TIMES.items()
+                if _version(raw, tables) >= 2 and t in tables
+                for c in cols
+                if db.execute(
+                    f"SELECT 1 FROM {t} WHERE typeof({c}) NOT IN ('integer', 'real', 'null') LIMIT 1"
+                ).fetchone()
+            ]
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
         raise HouseholdError(f"{path} is not a readable household database ({e}); {fix}") from None
     if check != "ok":
         raise HouseholdError(f"{path} is damaged (quick_check: {check.splitlines()[0]}); {fix}")
+    if odd:
+        raise HouseholdError(f"{path} is damaged: {', '.join(odd)} holds something that is not a time; {fix}")
     version = _version(raw, tables)
     if version > SCHEMA_VERSION:
         raise HouseholdError(

@@ -21,6 +21,7 @@ import ipaddress
 import json
 import math
 import queue
+import signal
 import socket
 import sqlite3
 import sys
@@ -40,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .chat import Answer, Ask, answer
 from .checkpoint import ModelFileError, load_model
-from .common import FolderError, error_line, own_folder, run_cli
+from .common import FolderError, error_line, exit_on_signal, own_folder, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, check_conversation
 from .engine import Engine, Sampling, SamplingError
 from enlace.household import (
@@ -1166,6 +1167,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn
 
+    class _Server(uvicorn.Server):
+        "uvicorn's server, telling the pages' event streams to end as soon as a stop is asked for."
+
+        def __init__(self, config, service: Service):
+            super().__init__(config)
+            self.service = service
+
+        def handle_exit(self, sig, frame):
+            self.service.bell.stop.set()  # each open stream ends within a second: nothing left to cancel
+            super().handle_exit(sig, frame)
+
+    # uvicorn raises a caught SIGTERM again once it has stopped: with this handler, that is SystemExit, and the
+    # `finally` below still closes the service and the household
+    signal.signal(signal.SIGTERM, exit_on_signal)
     name = Path(args.model).name.removesuffix(".safetensors")
     service = Service(model, tok, home, name, args.queue, args.max_tokens, notify_url=args.notify_url)
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
@@ -1173,13 +1188,14 @@ def main(argv: list[str] | None = None) -> int:
     # with a token, any Host name may reach it (the token guards); without one, only this machine's names
     app = make_app(service, token, hosts=None if token else LOCAL_NAMES)
     try:
-        # open event streams (pages listening for reminders) end at once on Ctrl-C or SIGTERM, not when they close
         # proxy_headers off: X-Forwarded-For from a local client must not pose as another address (the limits)
-        uvicorn.run(
+        config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=2, proxy_headers=False
         )
+        _Server(config, service).run()
     finally:
         service.close()
+        home.close()
         held.close()
     return 0
 

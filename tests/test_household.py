@@ -4,6 +4,7 @@ the rule that a turn which read web results writes nothing."""
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -423,6 +424,25 @@ def test_restore_of_a_file_that_only_looks_like_a_household_replaces_nothing(tmp
     assert sorted(p.name for p in (tmp_path / "state").glob("household.sqlite*")) == ["household.sqlite"]
     with Household.open(tmp_path / "state") as h:
         assert h.lists() == {"compra": ["pan"]}
+
+
+def test_a_hand_edited_time_is_refused_at_restore_and_at_open_not_mid_request(tmp_path):
+    "The last attack: 'ayer' written into memories.added passed restore and broke every later read of memories."
+    with Household.open(tmp_path / "a") as h:
+        h.add_person("ana")
+        h.person("ana").memory_save("la bici está en el trastero")
+        h.backup(tmp_path / "b.sqlite")
+    db = sqlite3.connect(tmp_path / "b.sqlite")
+    db.execute("UPDATE memories SET added = 'ayer'")
+    db.commit()
+    db.close()
+    with pytest.raises(HouseholdError, match="memories.added holds something that is not a time") as e:
+        Household.restore(tmp_path / "b.sqlite", tmp_path / "s")
+    assert "\n" not in one_line(e) and not (tmp_path / "s" / "household.sqlite").exists()
+    (tmp_path / "c").mkdir()
+    shutil.copy(tmp_path / "b.sqlite", tmp_path / "c" / "household.sqlite")
+    with pytest.raises(HouseholdError, match="is damaged: memories.added"):
+        Household.open(tmp_path / "c")
 
 
 def test_the_open_mark_goes_with_the_process_and_a_full_disk_leaves_nothing(tmp_path, monkeypatch):

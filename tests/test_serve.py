@@ -2,6 +2,7 @@
 memories that belong to one person and each member's secrets (tokens, a PIN's session, 401/403 on another's data),
 untrusted search results, a bounded queue, cancellation when a client leaves, one-line 4xx errors for bad input,
 and the CLI's refusals and household commands."""
+import contextlib
 import json
 import os
 import shutil
@@ -662,6 +663,55 @@ def test_refusals_before_listening_are_one_line(cli, model_file, tmp_path):
         assert r.returncode == 2 and says in r.stderr, (args, r.returncode, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
     assert (bad / "household.sqlite").read_bytes() == b"this is not a database at all" * 40
+
+
+def test_sigterm_with_a_page_listening_stops_cleanly_and_leaves_no_mark(model_file, tmp_path, cli):
+    "systemd's or docker's stop: the open event stream ends at once (no CancelledError trace), the mark goes."
+    import signal
+    import subprocess
+
+    port, state = free_port(), tmp_path / "state"
+    log = (tmp_path / "serve.log").open("w+")
+    proc = subprocess.Popen([sys.executable, "-m", "enlace.serve", str(model_file), "--state", str(state),
+                             "--port", str(port), "--person", "ana"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until(lambda: proc.poll() is None and _answers(url), seconds=60)
+        opened = []
+
+        def listen():
+            with contextlib.suppress(httpx.HTTPError):
+                with httpx.stream("GET", f"{url}/v1/household/events", timeout=30) as r:
+                    opened.append(r.status_code)
+                    for _ in r.iter_lines():
+                        pass
+
+        threading.Thread(target=listen, daemon=True).start()
+        until(lambda: opened == [200])
+        assert list(state.glob(".household-*.open"))  # while it serves, its mark says so
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log.seek(0)
+    out = log.read()
+    assert "Traceback" not in out and "Exception in ASGI" not in out, out
+    assert not list(state.glob(".household*")), list(state.iterdir())
+    # the chat's terminal conversation, killed the same way, leaves no mark either
+    chat = subprocess.Popen([sys.executable, "-m", "enlace.chat", str(model_file), "--state", str(state),
+                             "--person", "ana"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert "ENLACE" in chat.stdout.readline()
+    chat.send_signal(signal.SIGTERM)
+    assert chat.wait(15) == 128 + signal.SIGTERM and not list(state.glob(".household*"))
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_people_pin_token_and_revoke_commands(tmp_path):
