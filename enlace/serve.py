@@ -841,6 +841,12 @@ class LoginIn(BaseModel):
 KEEPALIVE = 15.0  # seconds between two comments on a quiet event stream (proxies close silent connections)
 
 
+def _theirs(changed: int, what: str, id: int, member: Member) -> None:
+    "A 404 when nothing changed: row `id` is not one of `member`'s (another's is as absent as one that never was)."
+    if not changed:
+        raise ServeError(404, f"{what} {id} is not one of {member.name}'s", kind="not_found_error")
+
+
 async def _ring(request, inbox: asyncio.Queue, key: int, bell: Bell, still: Callable[[], bool]):
     "The event stream of one page: a first comment, then each reminder as an `event: reminder`, until it leaves."
     try:
@@ -936,8 +942,7 @@ def _household_routes(app, service: Service, attempts: Attempts) -> None:
     @app.delete("/v1/household/memories/{memory_id}")
     def delete_memory(request: Request, memory_id: int = At(ge=1, le=BIG), user: str | None = None):
         member = _member(service, user, request)
-        if not member.memory_delete(memory_id):
-            raise ServeError(404, f"memory {memory_id} is not one of {member.name}'s", kind="not_found_error")
+        _theirs(member.memory_delete(memory_id), "memory", memory_id, member)
         return {"deleted": 1}
 
     @app.get("/v1/household/lists")
@@ -951,15 +956,13 @@ def _household_routes(app, service: Service, attempts: Attempts) -> None:
     @app.post("/v1/household/reminders/{reminder_id}/done")
     def reminder_done(request: Request, reminder_id: int = At(ge=1, le=BIG), user: str | None = None):
         member = _member(service, user, request)
-        if not member.reminder_done(reminder_id):
-            raise ServeError(404, f"reminder {reminder_id} is not one of {member.name}'s", kind="not_found_error")
+        _theirs(member.reminder_done(reminder_id), "reminder", reminder_id, member)
         return {"done": 1}
 
     @app.delete("/v1/household/reminders/{reminder_id}")
     def reminder_delete(request: Request, reminder_id: int = At(ge=1, le=BIG), user: str | None = None):
         member = _member(service, user, request)
-        if not member.reminder_delete(reminder_id):
-            raise ServeError(404, f"reminder {reminder_id} is not one of {member.name}'s", kind="not_found_error")
+        _theirs(member.reminder_delete(reminder_id), "reminder", reminder_id, member)
         return {"deleted": 1}
 
     @app.get("/v1/household/events")
