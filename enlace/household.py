@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import math
 import os
 import secrets
 import re
@@ -34,10 +35,10 @@ except ImportError:  # Windows: no flock; one process at a time in a household f
 
 # %% auto #0
 __all__ = ['WEEKDAYS', 'MONTHS', 'DEFAULT_ZONE', 'WHEN_EXAMPLES', 'PARTS', 'NUMBERS', 'SCHEMA_VERSION', 'STATE_FILE', 'FAMILY',
-           'RESTORE', 'SCHEMA', 'CREDENTIALS', 'TABLES', 'TIMES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT', 'MAX_ITEM',
-           'MAX_LIST', 'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'PIN_DIGITS', 'SESSION_DAYS',
-           'TOKEN_PREFIX', 'HouseholdError', 'zone', 'spanish_date', 'when_text', 'parse_when', 'Household', 'name_key',
-           'Member']
+           'RESTORE', 'SCHEMA', 'CREDENTIALS', 'MEMORY_TERMS', 'TABLES', 'TIMES', 'RESTORING', 'MAX_NAME', 'MAX_TEXT',
+           'MAX_ITEM', 'MAX_LIST', 'LATE', 'STOPWORDS', 'MAX_TERMS', 'COMMON', 'MAX_QUERY', 'CANDIDATES', 'BM25',
+           'PIN_DIGITS', 'SESSION_DAYS', 'TOKEN_PREFIX', 'HouseholdError', 'zone', 'spanish_date', 'when_text',
+           'parse_when', 'Household', 'name_key', 'Member']
 
 # %% ../nbs/18_household.ipynb #7a4e18f2
 class HouseholdError(ValueError):
@@ -270,7 +271,7 @@ def parse_when(text: str, now: datetime) -> datetime:
     )
 
 # %% ../nbs/18_household.ipynb #027c1448
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATE_FILE = "household.sqlite"
 FAMILY = "familia"  # the shared member every household has
 RESTORE = "python -m enlace.serve restore BACKUP --state DIR"
@@ -301,9 +302,16 @@ CREDENTIALS = (
     " kind TEXT NOT NULL CHECK (kind IN ('pin', 'token', 'session')), salt BLOB NOT NULL, hash BLOB NOT NULL,"
     " added REAL NOT NULL, used REAL)"
 )
-SCHEMA = (*SCHEMA, CREDENTIALS)
+# version 4: in how many of each member's memories each word is, for ranking a member's memories by their own
+# statistics (BM25 over the whole index let one member learn whether a word is in another's memories)
+MEMORY_TERMS = (
+    "CREATE TABLE memory_terms (person TEXT NOT NULL REFERENCES people (key) ON DELETE CASCADE, term TEXT NOT NULL,"
+    " docs INTEGER NOT NULL, PRIMARY KEY (person, term)) WITHOUT ROWID"
+)
+SCHEMA = (*SCHEMA, CREDENTIALS, MEMORY_TERMS)
 TABLES = {1: {"items", "reminders", "memories"}, 2: {"people", "items", "reminders", "memories", "memories_fts"}}
 TABLES[3] = TABLES[2] | {"credentials"}
+TABLES[4] = TABLES[3] | {"memory_terms"}
 TIMES = {"people": ("added",), "items": ("added",), "memories": ("added",), "reminders": ("due", "added")}
 
 
@@ -620,6 +628,11 @@ def _migrate(self: Household):
             # what fell due before this version was shown on the page already: it does not go off again
             db.execute("UPDATE reminders SET fired = due WHERE due <= ?", (self.now().timestamp(),))
             _renormalise(db)
+        if version in (2, 3):
+            db.execute(MEMORY_TERMS)
+        if version in (1, 2, 3):  # every memory's words counted, per member
+            for person, text in db.execute("SELECT person, text FROM memories").fetchall():
+                _count(db, person, text, +1)
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         db.execute("INSERT OR IGNORE INTO people VALUES (?, ?, ?)", (FAMILY, FAMILY, self.now().timestamp()))
 
@@ -968,27 +981,71 @@ COMMON = 0.2  # a word in more than a fifth of the memories weighs little in BM2
 MAX_QUERY = 4  # words of a message that recall scores, the rarest first
 
 
+def _words(text: str) -> list[str]:
+    "The words of a stored memory as the index reads them (lower case, no accents), stop words left out."
+    t = unicodedata.normalize("NFD", str(text).lower())
+    t = "".join(c for c in t if not unicodedata.combining(c))  # as _fold does, once for the whole text
+    return [w for w in re.findall(r"[^\W_]+", t) if w not in STOPWORDS]
+
+
+def _count(db: sqlite3.Connection, person: str, text: str, step: int) -> None:
+    "Add `step` (+1 saved, -1 deleted) to the count of memories of `person` that hold each word of `text`."
+    for term in set(_words(text)):
+        db.execute(
+            "INSERT INTO memory_terms VALUES (?, ?, ?) ON CONFLICT (person, term) DO UPDATE SET docs = docs + ?",
+            (person, term, step, step),
+        )
+    db.execute("DELETE FROM memory_terms WHERE person = ? AND docs <= 0", (person,))
+
+
+def _docs(self, terms: list[str]) -> tuple[dict[str, int], int]:
+    "({term: how many of this member's memories hold it}, how many memories this member has): theirs only."
+    marks = ", ".join("?" * len(terms))
+    sql = f"SELECT term, docs FROM memory_terms WHERE person = ? AND term IN ({marks})"
+    total = self.home._read("SELECT count(*) FROM memories WHERE person = ?", (self.key,))[0][0]
+    return dict(self.home._read(sql, (self.key, *terms))), total
+
+
 def _rare(self, terms: list[str]) -> list[str]:
-    "The words of a message worth scoring: in the index, not in most memories, at most MAX_QUERY, rarest first."
+    "The words of a message worth scoring: in their memories, not in most, at most MAX_QUERY, rarest first."
     if not terms:
         return []
-    marks = ", ".join("?" * len(terms))
-    docs = dict(self.home._read(f"SELECT term, doc FROM temp.memories_vocab WHERE term IN ({marks})", terms))
+    docs, total = _docs(self, terms)
     known = sorted((t for t in terms if docs.get(t)), key=lambda t: docs[t])
-    total = self.home._read("SELECT count(*) FROM memories")[0][0]
     # a message made only of common words still finds something: its rarest word stays
     return [t for i, t in enumerate(known) if i == 0 or docs[t] <= COMMON * total][:MAX_QUERY]
+
+
+CANDIDATES = 200  # the newest memories matching a query that are ranked (a common word can match thousands)
+BM25 = (1.2, 0.75)  # k1, b: the usual constants (FTS5's own)
 
 
 def _find(self, terms: list[str], op: str, limit: int) -> list[tuple[int, str]]:
     "(id, text) of this member's memories matching the terms, best BM25 first, newest first among equals."
     if not terms:
         return []
+    # the index first, then this member's rows among its matches (left to itself, the planner walks the member's
+    # memories newest first and asks the index about each one: 100 times slower)
     sql = (
-        "SELECT m.id, m.text FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid"
-        " WHERE memories_fts MATCH ? AND m.person = ? ORDER BY bm25(memories_fts), m.added DESC, m.id DESC LIMIT ?"
+        "SELECT id, text FROM memories WHERE id IN (SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?)"
+        " AND person = ? ORDER BY added DESC, id DESC LIMIT ?"
     )
-    return self.home._read(sql, (_match(terms, op), self.key, limit))
+    rows = self.home._read(sql, (_match(terms, op), self.key, -1 if limit == -1 else CANDIDATES))
+    if limit == -1 or not rows:  # all of them (memory_forget): no order needed
+        return rows
+    # BM25 with this member's statistics only: how others' memories read must not move the order of theirs
+    docs, total = _docs(self, terms)
+    idf = {t: math.log(1 + (total - docs.get(t, 0) + 0.5) / (docs.get(t, 0) + 0.5)) for t in terms}
+    words = [_words(text) for _, text in rows]
+    mean = sum(map(len, words)) / len(words) or 1.0
+    k1, b = BM25
+
+    def score(ws: list[str]) -> float:
+        norm = k1 * (1 - b + b * len(ws) / mean)
+        return sum(idf[t] * (n := ws.count(t)) * (k1 + 1) / (n + norm) for t in terms if t in ws)
+
+    ranked = sorted(range(len(rows)), key=lambda i: -score(words[i]))  # stable: newest first among equals
+    return [rows[i] for i in ranked[:limit]]
 
 
 @patch
@@ -996,10 +1053,9 @@ def memory_save(self: Member, text: str) -> dict:
     "Remember a fact of this member: {'ok', 'id'}."
     row = (self.key, _text(text, "memory"), self.now().timestamp())
     with self.home._write() as db:
-        return {
-            "ok": True,
-            "id": db.execute("INSERT INTO memories (person, text, added) VALUES (?, ?, ?)", row).lastrowid,
-        }
+        id = db.execute("INSERT INTO memories (person, text, added) VALUES (?, ?, ?)", row).lastrowid
+        _count(db, self.key, row[1], +1)
+        return {"ok": True, "id": id}
 
 
 @patch
@@ -1024,8 +1080,11 @@ def recall(self: Member, text: str, k: int = 4) -> list[str]:
 def memory_forget(self: Member, query: str) -> dict:
     "Hard-delete this member's memories with all of the query's content words: {'forgotten': n}."
     with self.home._write() as db:
-        ids = [i for i, _ in _find(self, _terms(query), "AND", -1)]
-        gone = sum(db.execute("DELETE FROM memories WHERE id = ? AND person = ?", (i, self.key)).rowcount for i in ids)
+        gone = 0
+        for i, text in _find(self, _terms(query), "AND", -1):
+            if db.execute("DELETE FROM memories WHERE id = ? AND person = ?", (i, self.key)).rowcount:
+                gone += 1
+                _count(db, self.key, text, -1)
         if gone:
             _purge(db)
     if gone:
@@ -1044,8 +1103,10 @@ def memories(self: Member) -> list[dict]:
 def memory_delete(self: Member, id: int) -> int:
     "Hard-delete this member's memory `id`; 1, or 0 when there is none of theirs with that id."
     with self.home._write() as db:
+        row = db.execute("SELECT text FROM memories WHERE id = ? AND person = ?", (id, self.key)).fetchone()
         gone = db.execute("DELETE FROM memories WHERE id = ? AND person = ?", (id, self.key)).rowcount
         if gone:
+            _count(db, self.key, row[0], -1)
             _purge(db)
     if gone:
         self.home._checkpoint()

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from enlace.household import STOPWORDS, Household
+from enlace.household import STOPWORDS, Household, _count
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = """abuela abuelo agua aire alergia alquiler amigo armario arroz autobús avión azúcar baño banco barrio basura
@@ -98,6 +98,8 @@ def run(corpus: str, vocab: int, memories: int, queries: int, seed: int) -> dict
                 rows = [(person, sentence(rng, words, rng.randint(6, 16)), now - rng.uniform(0, 365 * 86400))
                         for _ in range(memories)]
                 home.db.executemany("INSERT INTO memories (person, text, added) VALUES (?, ?, ?)", rows)
+                for _, text, _ in rows:  # each member's word counts, as memory_save keeps them (schema 4)
+                    _count(home.db, person, text, +1)
             home.db.execute("COMMIT")
         fill_s = time.perf_counter() - t0
         marta = home.person("Marta")

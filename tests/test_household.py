@@ -1,6 +1,7 @@
 """The household's lasting state: persistence, WAL and versions, the v1 migration, one person never seeing another's
 data, hard deletes, search order, backup and restore, the refusals that change nothing, the Spanish time parser, and
 the rule that a turn which read web results writes nothing."""
+import itertools
 import json
 import os
 import re
@@ -77,7 +78,7 @@ def test_wal_secure_delete_foreign_keys_and_version(tmp_path):
         assert h.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
         assert h.path == tmp_path / "household.sqlite"
     db = sqlite3.connect(tmp_path / "household.sqlite")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     db.close()
 
 
@@ -125,11 +126,12 @@ def test_migration_from_v2_adds_credentials_and_keeps_everything(tmp_path):
         h.add_person("Ana")
         h.person("ana").memory_save("mi PIN del banco es 1234")
         h.person("ana").reminder_add("dentro de 5 minutos", "llamar al banco")
-        h.db.execute("DROP TABLE credentials")  # what version 3 added
+        h.db.execute("DROP TABLE credentials")  # what versions 3 and 4 added
+        h.db.execute("DROP TABLE memory_terms")
         h.db.execute("ALTER TABLE reminders DROP COLUMN fired")
         h.db.execute("PRAGMA user_version = 2")
     with Household.open(tmp_path, clock=lambda: LATER) as h:  # an hour later
-        assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert h.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         assert h.person("ana").memory_search("banco")["results"] == ["mi PIN del banco es 1234"]
         h.set_pin("ana", "4821")
         assert h.who(h.login("ana", "4821")).name == "Ana"
@@ -141,7 +143,8 @@ def test_migration_from_v2_joins_names_and_items_written_two_ways(tmp_path):
     "Before keys were NFC, 'Zoë' typed precomposed and decomposed made two members, and 'café' two items: one now."
     nfc, nfd = "Zo\u00eb", "Zoe\u0308"
     with Household.open(tmp_path, clock=lambda: NOW) as h:
-        h.db.execute("DROP TABLE credentials")  # what version 3 added
+        h.db.execute("DROP TABLE credentials")  # what versions 3 and 4 added
+        h.db.execute("DROP TABLE memory_terms")
         h.db.execute("ALTER TABLE reminders DROP COLUMN fired")
         h.db.execute("PRAGMA user_version = 2")
         for key, name in ((nfc.casefold(), nfc), (nfd.casefold(), nfd)):  # what version 2 wrote for each
@@ -615,13 +618,13 @@ def test_a_damaged_database_is_refused_untouched(tmp_path):
 def test_a_newer_database_is_refused_untouched(tmp_path):
     Household.open(tmp_path).close()
     db = sqlite3.connect(tmp_path / "household.sqlite")
-    db.execute("PRAGMA user_version = 4")
+    db.execute("PRAGMA user_version = 5")
     db.commit()
     db.close()
     before = files(tmp_path)
     with pytest.raises(HouseholdError) as e:
         Household.open(tmp_path)
-    assert "written by a newer enlace (household schema 4, this one reads up to 3)" in one_line(e)
+    assert "written by a newer enlace (household schema 5, this one reads up to 4)" in one_line(e)
     assert files(tmp_path) == before
 
 
@@ -817,6 +820,26 @@ def test_a_person_the_household_does_not_know_is_an_error_result():
     ctx = ToolContext(home=Household(), person="Lucía")
     result = run_call('{"name":"memory_search","arguments":{"query":"x"}}', ctx)[1]
     assert result["error"].startswith("unknown household member 'Lucía'; members: familia")
+
+
+def test_one_members_memories_never_move_the_order_of_anothers():
+    "The attack's side channel: BM25 over the whole index let luis learn, from the order of the family's memories,"
+    # whether 'gato' is in ana's; each member's memories are now ranked with their own statistics
+    def order(ana_writes: bool) -> list:
+        tick = itertools.count()
+        h = Household(clock=lambda: NOW + timedelta(seconds=next(tick)))
+        h.add_person("ana")
+        fam = h.person("familia")
+        for text in ("mascota perro", "mascota loro", "mascota gato"):
+            fam.memory_save(text)
+        if ana_writes:
+            for i in range(40):
+                h.person("ana").memory_save(f"mi gato duerme en el sofá {i}")
+        return [fam.recall("perro gato"), fam.memory_search("perro gato")["results"], fam.recall("gato loro")]
+
+    # recall scores the rarer word first (here the first said), then fills up; a search ranks all: newest among equals
+    expected = [["mascota perro", "mascota gato"], ["mascota gato", "mascota perro"], ["mascota gato", "mascota loro"]]
+    assert order(False) == order(True) == expected
 
 
 def test_recall_scores_the_rare_words_and_fills_up_with_the_common_ones():
