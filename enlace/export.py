@@ -1,4 +1,4 @@
-"""Export a model file as a folder that `transformers` loads with no custom code (`Qwen3ForCausalLM` and a fast tokenizer with the chat template), checked against ENLACE's own forward pass.
+"""Export a model file as a folder that `transformers` loads with no custom code (`Qwen3ForCausalLM` and a fast tokenizer with the chat template), or as one GGUF file for llama.cpp, Ollama and LM Studio; each checked against ENLACE's own forward pass, in the library that will run it.
 
 Docs: https://enlace-lm.github.io/enlace/export.html.md"""
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import tokenizers
 import torch
 from safetensors import SafetensorError
@@ -25,9 +27,10 @@ from .common import atomic_write_json, pid_alive, run_cli, write_problem
 from .config import ModelConfig
 from .engine import Sampling
 from .model import Transformer, param_count
-from .tokenizer import END, EOS, PAD, SPECIAL_TOKENS, TOOL_CALL_END, Tokenizer
+from .tokenizer import BOS, END, EOS, PAD, SPECIAL_TOKENS, TOOL_CALL_END, Tokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+GGUF_TYPES = ("f32", "f16", "q8_0")  # --format gguf --type: the matrices in this type (norm gains stay f32)
 # How far transformers' logits may be from ENLACE's own (both in float32, the export's weights rounded alike): the
 # same sums in another order differ by a few units of float32's precision *of the logits' scale*, so the bound
 # follows the largest |logit|: a model trained longer (pretrain-cpu: |logit| ~ 30) shows ~1e-3 where the smoke
@@ -36,9 +39,11 @@ TOLERANCE = 1e-4  # absolute floor
 REL_TOLERANCE = 1e-4  # per unit of the largest |logit|
 
 # %% auto #0
-__all__ = ['DTYPES', 'TOLERANCE', 'REL_TOLERANCE', 'EXPORT_FILES', 'ExportError', 'check_exportable', 'rope_permutation',
-           'qwen3_tensors', 'cast_tensors', 'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings',
-           'write_export', 'check_export', 'export', 'main']
+__all__ = ['DTYPES', 'GGUF_TYPES', 'TOLERANCE', 'REL_TOLERANCE', 'EXPORT_FILES', 'PRE_DIGITS', 'PRE_NUMBERS', 'GGUF_TOLERANCE',
+           'SAMPLE_TEXTS', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors', 'cast_tensors',
+           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'check_export',
+           'export', 'llama_pre', 'gguf_vocab', 'write_gguf', 'rounded_like', 'llama_model', 'llama_logits',
+           'llama_greedy', 'check_gguf', 'export_gguf', 'main']
 
 # %% ../nbs/22_export.ipynb #a7846f3b
 class ExportError(ValueError):
@@ -327,24 +332,279 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
     n = param_count(model.cfg)["total"]
     return {"out_dir": str(out_dir), "architecture": "Qwen3ForCausalLM", "parameters": n, "dtype": dtype, **figures}
 
+# %% ../nbs/22_export.ipynb #4b88695d
+# llama.cpp's splits closest to ours (see the table above): a word with one leading mark and its combining marks,
+# then numbers digit by digit (qwen35) or in runs of up to three digits (llama3); ours are finer or equal elsewhere
+PRE_DIGITS, PRE_NUMBERS = "qwen35", "llama3"
+
+
+def _gguf():
+    "The gguf package (the [gguf] extra), or ExportError with the command that installs it."
+    if importlib.util.find_spec("gguf") is None:
+        raise ExportError("the gguf package is not installed: pip install -e '.[gguf]'")
+    import gguf
+
+    return gguf
+
+
+def llama_pre(tok: Tokenizer) -> str:
+    "The name of llama.cpp's pre-tokenizer for `tok` (a BPE): by how its numbers split."
+    steps = json.loads(tok.bpe.to_str())["pre_tokenizer"] or {}
+    digits = any(s.get("type") == "Digits" and s.get("individual_digits") for s in steps.get("pretokenizers", [steps]))
+    return PRE_DIGITS if digits else PRE_NUMBERS
+
+
+def gguf_vocab(tok: Tokenizer, vocab_size: int) -> tuple[list[str], list[int], list[str]]:
+    "Tokens, token types and merges of `tok` as llama.cpp's byte-level BPE reads them, padded to `vocab_size`."
+    gguf = _gguf()
+    spec = json.loads(hf_tokenizer(tok).to_str())  # the transformers export's tokenizer: same symbols, same merges
+    tokens = [f"[PAD{i}]" for i in range(vocab_size)]  # ids the model has but the tokenizer never gives
+    types = [int(gguf.TokenType.UNUSED)] * vocab_size
+    for kind, pairs in (
+        (gguf.TokenType.NORMAL, spec["model"]["vocab"].items()),
+        (gguf.TokenType.CONTROL, ((a["content"], a["id"]) for a in spec["added_tokens"])),
+    ):
+        for text, i in pairs:
+            if i >= vocab_size:
+                raise ExportError(f"{tok!r}: token id {i} is beyond the model's vocab_size {vocab_size}; cannot export")
+            tokens[i], types[i] = text, int(kind)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    return tokens, types, merges
+
+# %% ../nbs/22_export.ipynb #d2f3f6dc
+def _tensor(gguf, t: torch.Tensor, qtype: str) -> tuple[np.ndarray, object]:
+    "(data, GGML type) of one tensor in `qtype`: vectors stay f32; q8_0 needs rows in blocks of 32 (else f16)."
+    Q = gguf.GGMLQuantizationType
+    data = t.detach().float().cpu().numpy()
+    if data.ndim == 1 or qtype == "f32":
+        return data.astype(np.float32), Q.F32
+    if qtype == "q8_0" and data.shape[-1] % gguf.GGML_QUANT_SIZES[Q.Q8_0][0] == 0:
+        return gguf.quants.quantize(data, Q.Q8_0), Q.Q8_0
+    return data.astype(np.float16), Q.F16
+
+
+def write_gguf(model: Transformer, tok: Tokenizer, man: dict, path, qtype: str = "f16", progress: bool = False) -> Path:
+    "Write `model` as one GGUF file at `path` (llama.cpp's qwen3 architecture), tokenizer and chat template inside."
+    gguf, path, c = _gguf(), Path(path), model.cfg
+    check_exportable(c, man.get("model_file", "model"))
+    if qtype not in GGUF_TYPES:
+        raise ExportError(f"type {qtype!r}: choose one of {', '.join(GGUF_TYPES)}")
+    if tok.bpe is None:  # llama.cpp's BPE wants merges, and the gguf writer drops an empty list
+        raise ExportError(
+            f"{tok!r}: a byte-level model has no BPE merges for llama.cpp; export it with --format transformers"
+        )
+    w = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.QWEN3])
+    w.add_name(Path(man.get("model_file") or "enlace").stem)
+    w.add_context_length(c.max_seq_len)
+    w.add_embedding_length(c.d_model)
+    w.add_block_count(c.n_layers)
+    w.add_feed_forward_length(c.d_ff)
+    w.add_head_count(c.n_heads)
+    w.add_head_count_kv(c.n_kv_heads)
+    w.add_key_length(c.head_dim)
+    w.add_value_length(c.head_dim)
+    w.add_rope_freq_base(c.rope_theta)
+    w.add_layer_norm_rms_eps(c.norm_eps)
+    F = gguf.LlamaFileType
+    w.add_file_type({"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "q8_0": F.MOSTLY_Q8_0}[qtype])
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    tokens, types, merges = gguf_vocab(tok, c.vocab_size)
+    w.add_tokenizer_model("gpt2")  # byte-level BPE
+    w.add_tokenizer_pre(llama_pre(tok))
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    if tok.special(PAD) is not None:
+        w.add_pad_token_id(tok.special(PAD))
+    chat = man.get("chat_template")
+    if chat:  # the template writes <|bos|> itself; a turn ends at <|end|>, a tool call at <|/tool_call|>
+        w.add_bos_token_id(tok.special(BOS))
+        w.add_add_bos_token(False)
+        w.add_eos_token_id(tok.special(END))
+        w.add_eom_token_id(tok.special(TOOL_CALL_END))  # llama.cpp stops there too: the caller runs the tool
+        w.add_chat_template(chat)
+    elif tok.eos_id is not None:  # a text model: a document starts after <|eos|>, as in the shards
+        w.add_bos_token_id(tok.eos_id)
+        w.add_add_bos_token(bool(tok.document_ids("")))
+        w.add_eos_token_id(tok.eos_id)
+    w.add_add_eos_token(False)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3, c.n_layers)  # transformers' names -> llama.cpp's
+    for name, t in qwen3_tensors(model).items():
+        data, dtype = _tensor(gguf, t, qtype)
+        w.add_tensor(names.get_name(name, try_suffixes=(".weight",)), data, raw_dtype=dtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=progress)
+    w.close()
+    return path
+
+# %% ../nbs/22_export.ipynb #1995a997
+# How far llama.cpp's logits may be from ENLACE's, per unit of the largest |logit|, ENLACE's weights rounded as the
+# file holds them: llama.cpp keeps the KV cache in f16 and, for f16 and q8_0 matrices, rounds the activations it
+# multiplies to f16 and to 8-bit blocks; a wrong file (a RoPE order, a norm, a tokenizer id) is off by whole units
+GGUF_TOLERANCE = {"f32": 5e-3, "f16": 1e-2, "q8_0": 5e-2}
+SAMPLE_TEXTS = (
+    "¿Qué hora es, señora? Añade «pan» y 2,5 kg de ñame 😀",
+    "  dos  espacios\n\ny <|end|> un especial",
+    "—¡Ay! —dijo don Quijote—. Recuérdame el día 23 a las 18:30 que llame al pediatra.",
+)
+
+
+def rounded_like(model: Transformer, qtype: str) -> Transformer:
+    "`model` with its matrices rounded as a GGUF of `qtype` holds them (vectors stay float32); computed in float32."
+    if qtype == "f32":
+        return model
+    gguf, Q = _gguf(), _gguf().GGMLQuantizationType
+
+    def rounded(t: torch.Tensor) -> torch.Tensor:
+        if t.ndim == 1:
+            return t
+        data, dtype = _tensor(gguf, t, qtype)  # q8_0 blocks run along rows, so our fused matrices round alike
+        back = gguf.quants.dequantize(data, dtype) if dtype == Q.Q8_0 else data.astype(np.float32)
+        return torch.from_numpy(np.ascontiguousarray(back, dtype=np.float32)).reshape(t.shape)
+
+    copy = Transformer(model.cfg)
+    copy.load_state_dict({k: rounded(v.detach().float()) for k, v in model.state_dict().items()})
+    return copy.eval()
+
+
+def llama_model(path, n_ctx: int = 512, threads: int | None = None):
+    "llama.cpp's model of a GGUF file, through llama-cpp-python (the logits of every position kept)."
+    from llama_cpp import Llama  # the [gguf] extra, only when checking
+
+    threads = threads or min(8, os.cpu_count() or 1)
+    return Llama(model_path=str(path), n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads, logits_all=True, verbose=False)
+
+
+def llama_logits(llm, ids: list[int]) -> torch.Tensor:
+    "llama.cpp's logits (len(ids), vocab) for `ids`, from an empty context."
+    llm.reset()
+    llm.eval(ids)
+    return torch.from_numpy(np.array(llm.scores[: len(ids)], dtype=np.float32))
+
+
+def llama_greedy(llm, ids: list[int], n: int) -> list[int]:
+    "The `n` tokens that llama.cpp picks greedily after `ids` (no stop token)."
+    llm.reset()
+    llm.eval(ids)
+    out = []
+    for _ in range(n):
+        out.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        llm.eval(out[-1:])
+    return out
+
+
+def check_gguf(model: Transformer, tok: Tokenizer, path, qtype: str = "f16", llm=None, seed: int = 0) -> dict:
+    "Load the file in llama.cpp and compare: logits on random ids, the next token where it is clear, sample texts' ids."
+    own = llm is None
+    try:
+        llm = llm or llama_model(path, n_ctx=min(256, model.cfg.max_seq_len))
+    except ValueError as e:  # llama-cpp-python's whole message; llama.cpp's reason went to its log
+        raise ExportError(
+            f"llama.cpp cannot load the file ({e}); run with --no-check to keep it and see llama.cpp's log"
+        )
+    try:
+        return _compare(model, tok, llm, qtype, seed)
+    finally:
+        if own:
+            llm.close()
+
+
+@torch.no_grad()
+def _compare(model: Transformer, tok: Tokenizer, llm, qtype: str, seed: int) -> dict:
+    "check_gguf's figures for an open llama.cpp model."
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, tok.vocab_size, (min(64, model.cfg.max_seq_len),), generator=g).tolist()
+    ours, theirs = rounded_like(model, qtype)(torch.tensor([ids]))[0], llama_logits(llm, ids)
+    diff, scale = (ours - theirs).abs().max().item(), ours.abs().max().item()
+    tol = GGUF_TOLERANCE[qtype] * max(1.0, scale)
+    top2 = ours.topk(2, dim=-1).values
+    clear = (top2[:, 0] - top2[:, 1]) > 2 * tol  # a near-tie may flip within the tolerance
+    greedy = bool((ours.argmax(-1) == theirs.argmax(-1))[clear].all())
+    same = all(llm.tokenize(s.encode("utf-8"), add_bos=False, special=True) == tok.encode(s) for s in SAMPLE_TEXTS)
+    return {
+        "max_abs_logit_diff": diff,
+        "tolerance": tol,
+        "max_abs_logit": scale,
+        "greedy_equal": greedy,
+        "tokens_equal": same,
+    }
+
+# %% ../nbs/22_export.ipynb #1b310712
+def export_gguf(model_path, out, qtype: str = "f16", force: bool = False, check: bool = True, log=print) -> dict:
+    "Export a model file (or run folder) as the GGUF file `out`, checked against llama.cpp when it is installed."
+    out = Path(out)
+    if qtype not in GGUF_TYPES:
+        raise ExportError(f"type {qtype!r}: choose one of {', '.join(GGUF_TYPES)}")
+    if out.suffix != ".gguf":
+        raise ExportError(f"{out}: name the file to write, ending in .gguf (e.g. exports/enlace-{qtype}.gguf)")
+    if out.is_dir():
+        raise ExportError(f"{out}: is a folder; name the .gguf file to write")
+    if out.exists() and not force:
+        raise ExportError(f"{out}: already exists; pass --force to replace it")
+    model, tok, man = load_model(model_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for old in out.parent.glob(f".{out.name}.tmp-*"):  # an export killed half-way
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            old.unlink(missing_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"  # beside the target: the final rename is atomic
+    try:
+        write_gguf(model, tok, man, tmp, qtype, progress=True)
+        figures = {}
+        if check and importlib.util.find_spec("llama_cpp") is not None:
+            figures = check_gguf(model, tok, tmp, qtype)
+            if figures["max_abs_logit_diff"] > figures["tolerance"] or not (
+                figures["greedy_equal"] and figures["tokens_equal"]
+            ):
+                raise ExportError(f"{out}: llama.cpp computes something else ({figures}); nothing written")
+        elif check:
+            log("llama-cpp-python is not installed (bash scripts/llama_cpp.sh): the file is written but not checked")
+        os.replace(tmp, out)
+    except OSError as e:
+        raise ExportError(write_problem(e, out, "export into a folder you may write")) from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    size = out.stat().st_size
+    return {"out": str(out), "architecture": "qwen3 (GGUF)", "type": qtype, "bytes": size, **figures}
+
 # %% ../nbs/22_export.ipynb #5fe4de98
 def main(argv: list[str] | None = None) -> int:
-    "CLI: export MODEL_FILE to OUT_DIR for transformers (exit 2 with one line when it cannot)."
+    "CLI: export MODEL_FILE to OUT_DIR for transformers, or to OUT.gguf (exit 2 with one line when it cannot)."
     ap = argparse.ArgumentParser(
         prog="python -m enlace.export",
-        description="Export an ENLACE model file as a folder that transformers loads (Qwen3ForCausalLM).",
+        description="Export an ENLACE model file for transformers (a Qwen3 folder) or llama.cpp (a GGUF file).",
     )
     ap.add_argument("model", help="model file (model-<hash>.safetensors) or its run folder")
-    ap.add_argument("out_dir", help="the folder to write (refused if it exists, unless --force)")
-    ap.add_argument("--dtype", default="float32", choices=list(DTYPES), help="weights' dtype in the export")
+    ap.add_argument("out_dir", help="the folder to write (refused if it exists, unless --force); a .gguf file for gguf")
+    ap.add_argument("--format", default="transformers", choices=["transformers", "gguf"], help="what to write")
+    ap.add_argument("--dtype", choices=list(DTYPES), help="transformers: weights' dtype (default float32)")
+    ap.add_argument("--type", choices=GGUF_TYPES, help="gguf: the matrices' type (default f16)")
     ap.add_argument("--force", action="store_true", help="replace an existing OUT_DIR")
-    ap.add_argument("--no-check", action="store_true", help="skip loading the export with transformers")
+    ap.add_argument("--no-check", action="store_true", help="skip loading the export with transformers or llama.cpp")
     args = ap.parse_args(argv)
+    gguf = args.format == "gguf"
+    if (args.dtype if gguf else args.type) is not None:
+        ap.error(
+            f"--{'dtype' if gguf else 'type'} is for --format {'transformers' if gguf else 'gguf'}; "
+            f"--format {args.format} takes --{'type' if gguf else 'dtype'}"
+        )
     try:
-        res = export(args.model, args.out_dir, args.dtype, args.force, check=not args.no_check)
+        if gguf:
+            res = export_gguf(args.model, args.out_dir, args.type or "f16", args.force, check=not args.no_check)
+        else:
+            res = export(args.model, args.out_dir, args.dtype or "float32", args.force, check=not args.no_check)
     except (ExportError, ModelFileError, OSError) as e:
         print(f"export error: {e}", file=sys.stderr)
         return 2
+    if gguf:
+        checked = (
+            f", max |Δlogit| {res['max_abs_logit_diff']:.2g} vs ENLACE in llama.cpp (tolerance {res['tolerance']:.2g})"
+            if "max_abs_logit_diff" in res
+            else ", not checked"
+        )
+        print(f"exported {res['out']}: {res['architecture']} {res['type']}, {res['bytes'] / 2**20:.1f} MiB{checked}")
+        return 0
     checked = (
         f", max |Δlogit| {res['max_abs_logit_diff']:.2g} vs ENLACE (tolerance {res['tolerance']:.2g}: |logit| up to "
         f"{res['max_abs_logit']:.3g})"

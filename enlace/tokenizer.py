@@ -160,9 +160,10 @@ class Tokenizer:
 
 # %% ../nbs/04_tokenizer.ipynb #cb133d43
 PATTERN = (
-    r" ?[¿¡]"  # inverted question/exclamation marks: pieces of their own
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"  # English contractions, cut as llama.cpp cuts them
+    r"| ?[¿¡]"  # inverted question/exclamation marks: pieces of their own
     r"|[^\r\n\p{L}\p{M}\p{N}¿¡]?[\p{L}\p{M}]+"  # a word (letters + combining marks), one leading space/punct
-    r"|\p{N}+"  # numbers (then split digit by digit)
+    r"|\p{N}{1,3}"  # numbers, three digits at most (then, by default, digit by digit)
     r"| ?[^\s\p{L}\p{M}\p{N}¿¡]+[\r\n]*"  # punctuation runs
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )  # newlines; spaces (the last one goes with the next word)
