@@ -42,8 +42,8 @@ REL_TOLERANCE = 1e-4  # per unit of the largest |logit|
 __all__ = ['DTYPES', 'GGUF_TYPES', 'TOLERANCE', 'REL_TOLERANCE', 'EXPORT_FILES', 'PRE_DIGITS', 'PRE_NUMBERS', 'GGUF_TOLERANCE',
            'SAMPLE_TEXTS', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors', 'cast_tensors',
            'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'check_export',
-           'export', 'llama_pre', 'gguf_vocab', 'write_gguf', 'rounded_like', 'llama_model', 'llama_logits',
-           'llama_greedy', 'check_gguf', 'export_gguf', 'main']
+           'compared', 'temp_beside', 'faithful', 'export', 'llama_pre', 'gguf_vocab', 'write_gguf', 'rounded_like',
+           'llama_model', 'llama_logits', 'llama_greedy', 'check_gguf', 'export_gguf', 'main']
 
 # %% ../nbs/22_export.ipynb #a7846f3b
 class ExportError(ValueError):
@@ -259,23 +259,47 @@ def check_export(model: Transformer, tok: Tokenizer, out_dir, dtype: str = "floa
         ) from None
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.cfg.vocab_size, (2, min(64, model.cfg.max_seq_len)), generator=g)
-    ours, theirs = _rounded(model, dtype)(ids), hf(ids).logits
-    diff = (ours - theirs).abs().max().item()
+    texts = ["¿Qué hora es, señora? Añade «pan» y 2,5 kg de ñame 😀", "  dos  espacios\n\ny <|end|> un especial"]
+    same = all(hf_tok(s).input_ids == tok.document_ids(s) for s in texts)
+    return compared(_rounded(model, dtype)(ids), hf(ids).logits, TOLERANCE, REL_TOLERANCE, same)
+
+
+def compared(ours: torch.Tensor, theirs: torch.Tensor, floor: float, rel: float, tokens_equal: bool) -> dict:
+    "An export's figures: max |Δlogit| and its bound (`rel` per unit of the largest |logit|), the next token, the ids."
     scale = ours.abs().max().item()
-    tol = max(TOLERANCE, REL_TOLERANCE * scale)
+    tol = max(floor, rel * scale)
     # the next token each would pick, wherever the choice is clear (a near-tie may flip within the tolerance)
     top2 = ours.topk(2, dim=-1).values
     clear = (top2[..., 0] - top2[..., 1]) > 2 * tol
-    greedy = bool((ours.argmax(-1) == theirs.argmax(-1))[clear].all())
-    texts = ["¿Qué hora es, señora? Añade «pan» y 2,5 kg de ñame 😀", "  dos  espacios\n\ny <|end|> un especial"]
-    same = all(hf_tok(s).input_ids == tok.document_ids(s) for s in texts)
     return {
-        "max_abs_logit_diff": diff,
+        "max_abs_logit_diff": (ours - theirs).abs().max().item(),
         "tolerance": tol,
         "max_abs_logit": scale,
-        "greedy_equal": greedy,
-        "tokens_equal": same,
+        "greedy_equal": bool((ours.argmax(-1) == theirs.argmax(-1))[clear].all()),
+        "tokens_equal": tokens_equal,
     }
+
+
+def temp_beside(target: Path) -> Path:
+    "A temporary name beside `target` (so that the final rename is atomic), once those of dead exports are removed."
+    for old in target.parent.glob(f".{target.name}.tmp-*"):  # an export killed half-way
+        pid = old.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or pid_alive(int(pid)):  # another name is not one of ours: left alone
+            continue
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    return target.parent / f".{target.name}.tmp-{os.getpid()}"
+
+
+def faithful(figures: dict, target: Path, library: str) -> dict:
+    "`figures` when `library` computes what ENLACE does (logits within the tolerance, same tokens); else ExportError."
+    if figures["max_abs_logit_diff"] > figures["tolerance"] or not (
+        figures["greedy_equal"] and figures["tokens_equal"]
+    ):
+        raise ExportError(f"{target}: {library} computes something else ({figures}); nothing written")
+    return figures
 
 
 def _refuse_existing(out_dir: Path, force: bool, source: Path) -> None:
@@ -304,20 +328,12 @@ def export(model_path, out_dir, dtype: str = "float32", force: bool = False, che
         raise ExportError(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     _refuse_existing(out_dir, force, model_file(model_path))
     model, tok, man = load_model(model_path)
-    for old in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):  # an export killed half-way
-        pid = old.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not pid_alive(int(pid)):  # another name is not one of ours: left alone
-            shutil.rmtree(old, ignore_errors=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"  # beside the target: the final rename is atomic
+    tmp = temp_beside(out_dir)
     try:
         write_export(model, tok, man, tmp, dtype)
         figures = {}
         if check and importlib.util.find_spec("transformers") is not None:
-            figures = check_export(model, tok, tmp, dtype)
-            if figures["max_abs_logit_diff"] > figures["tolerance"] or not (
-                figures["greedy_equal"] and figures["tokens_equal"]
-            ):
-                raise ExportError(f"{out_dir}: transformers computes something else ({figures}); nothing written")
+            figures = faithful(check_export(model, tok, tmp, dtype), out_dir, "transformers")
         elif check:
             log("transformers is not installed (pip install -e '.[hf]'): the folder is written but not checked")
         if out_dir.exists():
@@ -515,20 +531,9 @@ def _compare(model: Transformer, tok: Tokenizer, llm, qtype: str, seed: int) -> 
     "check_gguf's figures for an open llama.cpp model."
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, tok.vocab_size, (min(64, model.cfg.max_seq_len),), generator=g).tolist()
-    ours, theirs = rounded_like(model, qtype)(torch.tensor([ids]))[0], llama_logits(llm, ids)
-    diff, scale = (ours - theirs).abs().max().item(), ours.abs().max().item()
-    tol = GGUF_TOLERANCE[qtype] * max(1.0, scale)
-    top2 = ours.topk(2, dim=-1).values
-    clear = (top2[:, 0] - top2[:, 1]) > 2 * tol  # a near-tie may flip within the tolerance
-    greedy = bool((ours.argmax(-1) == theirs.argmax(-1))[clear].all())
     same = all(llm.tokenize(s.encode("utf-8"), add_bos=False, special=True) == tok.encode(s) for s in SAMPLE_TEXTS)
-    return {
-        "max_abs_logit_diff": diff,
-        "tolerance": tol,
-        "max_abs_logit": scale,
-        "greedy_equal": greedy,
-        "tokens_equal": same,
-    }
+    ours = rounded_like(model, qtype)(torch.tensor([ids]))[0]
+    return compared(ours, llama_logits(llm, ids), GGUF_TOLERANCE[qtype], GGUF_TOLERANCE[qtype], same)
 
 # %% ../nbs/22_export.ipynb #1b310712
 def export_gguf(model_path, out, qtype: str = "f16", force: bool = False, check: bool = True, log=print) -> dict:
@@ -544,20 +549,12 @@ def export_gguf(model_path, out, qtype: str = "f16", force: bool = False, check:
         raise ExportError(f"{out}: already exists; pass --force to replace it")
     model, tok, man = load_model(model_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for old in out.parent.glob(f".{out.name}.tmp-*"):  # an export killed half-way
-        pid = old.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            old.unlink(missing_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"  # beside the target: the final rename is atomic
+    tmp = temp_beside(out)
     try:
         write_gguf(model, tok, man, tmp, qtype, progress=True)
         figures = {}
         if check and importlib.util.find_spec("llama_cpp") is not None:
-            figures = check_gguf(model, tok, tmp, qtype)
-            if figures["max_abs_logit_diff"] > figures["tolerance"] or not (
-                figures["greedy_equal"] and figures["tokens_equal"]
-            ):
-                raise ExportError(f"{out}: llama.cpp computes something else ({figures}); nothing written")
+            figures = faithful(check_gguf(model, tok, tmp, qtype), out, "llama.cpp")
         elif check:
             log("llama-cpp-python is not installed (bash scripts/llama_cpp.sh): the file is written but not checked")
         os.replace(tmp, out)

@@ -2,6 +2,7 @@
 loads and that computes what ENLACE does (logits, greedy generation, tokenizer, chat template, stops), and one-line
 refusals that write nothing. Without llama-cpp-python (bash scripts/llama_cpp.sh) the llama.cpp tests skip."""
 
+import contextlib
 import json
 import random
 
@@ -25,6 +26,17 @@ TEXTS = ["La casa de la pradera, ¿sí o no? Añade ñame y 2,5 kg de pan. «Hol
 
 def needs_llama():
     return pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: bash scripts/llama_cpp.sh")
+
+
+@contextlib.contextmanager
+def opened(mf, tmp_path, n_ctx=256):
+    "The model file `mf` exported (unchecked) and opened in llama.cpp; closed after."
+    needs_llama()
+    llm = L.llama_model(L.export_gguf(mf, tmp_path / "m.gguf", check=False)["out"], n_ctx)
+    try:
+        yield llm
+    finally:
+        llm.close()
 
 
 @pytest.fixture(scope="module")
@@ -119,19 +131,15 @@ def test_llama_cpp_computes_what_enlace_does(tmp_path, toks, kind, qtype, cli):
 
 def test_llama_cpp_tokenizes_500_strings_as_ours(tmp_path, toks):
     "Spanish pieces, combining marks, emoji, controls, odd spaces and any code point (qwen35: marks in the word)."
-    needs_llama()
     tok = toks["digits"]
     model, mf = model_file(tmp_path, tok)
-    llm = L.llama_model(L.export_gguf(mf, tmp_path / "m.gguf", check=False)["out"], 64)
-    try:
+    with opened(mf, tmp_path, 64) as llm:
         rng = random.Random(0)
         extras = ["   ", "\n\n\t", "ñ", "😀🇪🇸", "¿¡", "1234,56", "  a  ", "\r\n", "—¿Qué?", "«¡Olé!»"]
         for _ in range(500):
             s = random_text(rng, rng.randint(0, 30)) + rng.choice(extras) + random_text(rng, rng.randint(0, 5))
             assert llm.tokenize(s.encode("utf-8"), add_bos=False, special=False) == tok.encode(s, specials=False), s
             assert llm.detokenize(tok.encode(s)).decode("utf-8", "replace") == tok.decode(tok.encode(s)), s
-    finally:
-        llm.close()
 
 
 def test_the_chat_template_and_the_stops_in_llama_cpp(tmp_path, toks):
@@ -142,8 +150,7 @@ def test_the_chat_template_and_the_stops_in_llama_cpp(tmp_path, toks):
 
     tok = toks["digits"]
     model, mf = model_file(tmp_path, tok, chat=True)
-    llm = L.llama_model(L.export_gguf(mf, tmp_path / "m.gguf", check=False)["out"], 256)
-    try:
+    with opened(mf, tmp_path) as llm:
         fmt = Jinja2ChatFormatter(llm.metadata["tokenizer.chat_template"], eos_token="<|end|>", bos_token="<|bos|>")
         rng = random.Random(3)
         for _ in range(50):
@@ -153,8 +160,6 @@ def test_the_chat_template_and_the_stops_in_llama_cpp(tmp_path, toks):
             assert llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True) == render_prompt(msgs, tok)
         eog = {s: llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok.special(s)) for s in tok.specials}
         assert {s for s, e in eog.items() if e} == {"<|end|>", "<|/tool_call|>"}, eog
-    finally:
-        llm.close()
 
 
 @pytest.mark.parametrize("wrong", ["rope", "pre", "unknown"])
