@@ -21,7 +21,7 @@ from .checkpoint import ModelFileError, load_model
 from .common import exit_on_signal, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, message_ids, parse, render_prompt
 from .conversation import with_memories
-from .engine import Engine, Sampling, SamplingError
+from .engine import Engine, Sampling, SamplingError, int8_weights
 from .household import DEFAULT_ZONE, FAMILY, Household
 from .model import Transformer
 from .tokenizer import ASSISTANT, BOS, END, SYSTEM, USER, StreamDecoder, Tokenizer
@@ -243,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-tool-calls", type=int, default=d.max_tool_calls, help="herramientas por respuesta")
     ap.add_argument("--seed", type=int, default=d.seed, help="semilla del muestreo")
     ap.add_argument("--zone", default=DEFAULT_ZONE, help=f"zona horaria (nombre IANA; por omisión {DEFAULT_ZONE})")
+    ap.add_argument("--int8", action="store_true", help="pesos de las capas lineales en int8 (torchao): menos memoria")
     return ap
 
 
@@ -330,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
             zone(args.zone)
             model, tok, _ = load_model(args.model)
             check_chat_tokenizer(tok, args.model)
+            if args.int8:
+                try:
+                    int8_weights(model)
+                except ValueError:  # torchao is missing: said in the family's words
+                    raise ValueError("--int8 necesita torchao: pip install -e '.[int8]'") from None
             home = Household.open(Path(args.state or tmp), zone=args.zone)
             if not args.state:  # a throwaway household: whoever talks is a member
                 home.add_person(args.person)

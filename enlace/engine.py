@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/engine.html.md"""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +24,7 @@ from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END, T
 
 # %% auto #0
 __all__ = ['MAX_TOKENS', 'MAX_TOOL_CALLS', 'MAX_SEED', 'MAX_STOPS', 'MAX_STOP_CHARS', 'SAMPLES', 'KVCache', 'sample_next_token',
-           'SamplingError', 'Sampling', 'Engine', 'ToolCalls', 'complete']
+           'SamplingError', 'Sampling', 'Engine', 'ToolCalls', 'int8_weights', 'complete']
 
 # %% ../nbs/10_engine.ipynb #ce2fd4dd
 class KVCache:
@@ -260,6 +261,16 @@ class ToolCalls:
                 self.forced[r].extend([self.result[0], *self.run(r, self.call[r]), self.result[1]])
                 self.call[r], self.count[r] = None, self.count[r] + 1
         return tokens, forced
+
+# %% ../nbs/10_engine.ipynb #c6ca69a4
+def int8_weights(model: Transformer) -> Transformer:
+    "`model` with its linear layers' weights in int8 (torchao's weight-only, a scale per output channel); in place."
+    if importlib.util.find_spec("torchao") is None:
+        raise ValueError("--int8 needs torchao: pip install -e '.[int8]'")
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_  # the [int8] extra, only when asked
+
+    quantize_(model, Int8WeightOnlyConfig(), filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear))
+    return model.eval()
 
 # %% ../nbs/10_engine.ipynb #bd40e913
 SAMPLES = Sampling(temperature=0.8, top_k=50, max_tokens=60)  # a report's samples: varied, not greedy

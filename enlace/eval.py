@@ -23,6 +23,7 @@ from .bpb import TextFileError, score_file
 from .checkpoint import ModelFileError, load_model
 from .common import atomic_write_json, closest, progress_interval, positive_int, run_cli, write_problem
 from .dataloader import task_hook
+from .engine import int8_weights
 from .tokenizer import EOS, Tokenizer
 
 HELDOUT = "data/heldout"  # where scripts/prepare_smoke_data.sh leaves the held-out novels (relative to the repo)
@@ -338,12 +339,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=positive_int, help="at most N items per task (per phenomenon for minimal-pairs)")
     ap.add_argument("--batch", type=positive_int, default=32, help="rows per forward pass")
     ap.add_argument("--json", help="write {task: {metric: value}} to this file")
+    ap.add_argument("--int8", action="store_true", help="score with the linear layers' weights in int8 (torchao)")
     args = ap.parse_args(argv)
     try:
         if args.json and not os.access(Path(args.json).resolve().parent, os.W_OK):  # before minutes of scoring
             raise EvalError(f"--json {args.json}: its folder does not exist or cannot be written")
         tasks = parse_tasks(args.tasks) if args.tasks else None
         model, tok, man = load_model(args.model)
+        if args.int8:
+            try:
+                int8_weights(model)
+            except ValueError as e:
+                raise EvalError(str(e)) from None
         result = card(model, tok, man, tasks, args.limit, args.batch, log=lambda m: print(m, file=sys.stderr))
     except (EvalError, ModelFileError, TextFileError) as e:
         print(f"eval error: {e}", file=sys.stderr)

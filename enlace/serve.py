@@ -43,7 +43,7 @@ from .chat import Answer, Ask, answer
 from .checkpoint import ModelFileError, load_model
 from .common import FolderError, error_line, exit_on_signal, own_folder, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, check_conversation
-from .engine import Engine, Sampling, SamplingError
+from .engine import Engine, Sampling, SamplingError, int8_weights
 from enlace.household import (
     DEFAULT_ZONE,
     FAMILY,
@@ -1026,6 +1026,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--zone", default=None, help=f"the household's time zone (IANA name; default {DEFAULT_ZONE})")
     ap.add_argument("--queue", type=int, default=QUEUE, help="requests that may wait for the model")
     ap.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="the most new tokens one request may ask for")
+    ap.add_argument("--int8", action="store_true", help="the linear layers' weights in int8 (torchao): less memory")
     ap.add_argument(
         "--notify-url",
         metavar="URL",
@@ -1158,6 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--notify-url {args.notify_url!r}: give an http:// or https:// address")
         model, tok, _ = load_model(args.model)
         check_chat_tokenizer(tok, args.model)
+        if args.int8:
+            int8_weights(model)
         held.enter_context(own_folder(args.state, "ENLACE server"))  # one server per household
         home = Household.open(args.state, zone=args.zone or DEFAULT_ZONE)
         for name in args.person:

@@ -9,12 +9,14 @@ The share of that limit is the figure to improve (issue 46's goal: >= 60 %). Bes
 llama-cpp-python, the same number of threads) decoding the same weights exported as GGUF (enlace.export) in
 --gguf-types: f32 reads the bytes ENLACE reads; f16 and q8_0 half and a quarter (issue 46's goal: ENLACE's decode
 >= 0.5 x llama.cpp's on tiny-50m). Without llama-cpp-python (bash scripts/llama_cpp.sh) those columns are empty.
+With torchao, ENLACE's decode with int8 weights too (enlace.engine.int8_weights; --no-int8 skips it).
 Prints a table, writes JSON. Run it on a quiet machine (nothing else busy). Usage:
     .venv/bin/python scripts/bench_decode.py [--models configs/model/pretrain-cpu.yaml,configs/model/tiny-50m.yaml]
                                              [--gguf-types f32,f16,q8_0] [--out runs/bench/decode.json]
 """
 
 import argparse
+import copy
 import importlib.util
 import json
 import platform
@@ -27,7 +29,7 @@ import numpy as np
 import torch
 
 from enlace.config import load_layer
-from enlace.engine import Engine, KVCache
+from enlace.engine import Engine, KVCache, int8_weights
 from enlace.model import Transformer, memory_estimate, param_count
 from enlace.tokenizer import train_tokenizer
 
@@ -89,19 +91,14 @@ def llama_cpp_rates(model, contexts: list[int], new: int, repeats: int, qtype: s
     return out
 
 
-def measure(cfg_path: str, contexts: list[int], new: int, repeats: int, bw: float, gguf_types: list[str]) -> dict:
-    torch.manual_seed(0)
-    cfg = load_layer(cfg_path, "model")
-    cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, max(contexts) + new)})
-    model = Transformer(cfg).eval()
-    engine = Engine(model)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # tied: counted once
-    kv = memory_estimate(cfg, 1, 1)["kv_cache_per_token"]
-    rows = []
+def enlace_rates(model, contexts: list[int], new: int, repeats: int) -> dict:
+    "ENLACE's prefill and decode tokens/s per context: the engine's greedy loop on random ids."
+    cfg, engine = model.cfg, Engine(model)
+    list(engine.generate(torch.randint(0, cfg.vocab_size, (8,)).tolist(), max_tokens=2, temperature=0))  # warm-up
+    out = {}
     for ctx in contexts:
         prompt = torch.randint(0, cfg.vocab_size, (ctx,)).tolist()
         decode, prefill = [], []
-        engine.generate(prompt[:8], max_tokens=2, temperature=0)  # warm-up
         for _ in range(repeats):
             with torch.no_grad():
                 cache = KVCache(cfg, 1, ctx, dtype=torch.float32)
@@ -112,14 +109,32 @@ def measure(cfg_path: str, contexts: list[int], new: int, repeats: int, bw: floa
             got = sum(1 for _ in engine.generate(prompt, max_tokens=new, temperature=0))
             # the prompt's prefill is inside this time too: take it out, so that the rate is decoding's
             decode.append(max(1e-9, time.perf_counter() - t0 - prefill[-1]) / got)
+        out[ctx] = {"prefill_tok_s": ctx / statistics.median(prefill), "decode_tok_s": 1 / statistics.median(decode)}
+    return out
+
+
+def measure(
+    cfg_path: str, contexts: list[int], new: int, repeats: int, bw: float, gguf_types: list[str], int8: bool
+) -> dict:
+    torch.manual_seed(0)
+    cfg = load_layer(cfg_path, "model")
+    cfg = cfg.model_copy(update={"max_seq_len": max(cfg.max_seq_len, max(contexts) + new)})
+    model = Transformer(cfg).eval()
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())  # tied: counted once
+    kv = memory_estimate(cfg, 1, 1)["kv_cache_per_token"]
+    rates = enlace_rates(model, contexts, new, repeats)
+    small = enlace_rates(int8_weights(copy.deepcopy(model)), contexts, new, repeats) if int8 else {}
+    rows = []
+    for ctx in contexts:
         per_token = weights + kv * (ctx + new / 2)
         limit = bw / per_token
-        tok_s = 1 / statistics.median(decode)
+        tok_s = rates[ctx]["decode_tok_s"]
         rows.append(
             {
                 "context": ctx,
-                "prefill_tok_s": ctx / statistics.median(prefill),
+                "prefill_tok_s": rates[ctx]["prefill_tok_s"],
                 "decode_tok_s": tok_s,
+                "int8_decode_tok_s": small[ctx]["decode_tok_s"] if small else None,
                 "bytes_per_token": per_token,
                 "limit_tok_s": limit,
                 "share_of_limit": tok_s / limit,
@@ -146,8 +161,10 @@ def main():
     ap.add_argument("--new", type=int, default=32, help="tokens decoded per measurement")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--gguf-types", default="f32,f16,q8_0", help="llama.cpp columns: GGUF types, comma-separated")
+    ap.add_argument("--no-int8", action="store_true", help="skip ENLACE's int8 column (torchao)")
     ap.add_argument("--out", default=str(ROOT / "runs/bench/decode.json"))
     args = ap.parse_args()
+    int8 = not args.no_int8 and importlib.util.find_spec("torchao") is not None
     contexts = [int(c) for c in args.contexts.split(",")]
     gguf_types = [q for q in args.gguf_types.split(",") if q]
     if gguf_types and importlib.util.find_spec("llama_cpp") is None:
@@ -155,15 +172,15 @@ def main():
         gguf_types = []
     bw = bandwidth()
     print(f"memory bandwidth (read): {bw / 1e9:.1f} GB/s; torch threads {torch.get_num_threads()}")
-    results = [measure(m, contexts, args.new, args.repeats, bw, gguf_types) for m in args.models.split(",")]
-    heads = "".join(f" {'llama.cpp ' + q:>14} {'ratio':>6}" for q in gguf_types)
+    results = [measure(m, contexts, args.new, args.repeats, bw, gguf_types, int8) for m in args.models.split(",")]
+    heads = f" {'int8 tok/s':>10}" * int8 + "".join(f" {'llama.cpp ' + q:>14} {'ratio':>6}" for q in gguf_types)
     print(
         f"{'model':>14} {'params':>8} {'context':>8} {'prefill tok/s':>14} {'decode tok/s':>13} {'limit tok/s':>12}"
         f" {'share':>6}{heads}"
     )
     for res in results:
         for r in res["rows"]:
-            cols = "".join(
+            cols = f" {r['int8_decode_tok_s']:>10.1f}" * int8 + "".join(
                 f" {r['llama_cpp'][q]['decode_tok_s']:>14.1f} {r['llama_cpp'][q]['enlace_over_llama_cpp']:>6.2f}"
                 for q in gguf_types
             )

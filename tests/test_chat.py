@@ -103,3 +103,21 @@ def test_fitting_a_long_conversation_tokenizes_each_message_once():
             assert ids == render_prompt(system + msgs[len(system) + dropped :], tok)  # the very prompt it stands for
             kept = msgs[len(system) + dropped :]
             assert dropped == 0 or kept[0]["role"] == "user" or len(kept) == 1
+
+
+def test_int8_weights_answer_and_a_missing_torchao_is_one_line(cli, model_file, tmp_path, monkeypatch, capsys):
+    "--int8 (torchao's int8 weights): the same kind of answer; without torchao, one line in Spanish and exit 2."
+    pytest.importorskip("torchao", reason="torchao is not installed: pip install -e '.[int8]'")
+    r = cli("enlace.chat", model_file, "--once", "hola", "--json", "--max-tokens", "8", "--int8",
+            "--state", tmp_path / "state")
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)) == {"reply", "tool_calls"}
+    import importlib.util
+
+    from enlace import chat
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    assert chat.main([str(model_file), "--once", "hola", "--int8", "--state", str(tmp_path / "s2")]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --int8 necesita torchao: pip install -e '.[int8]'\n", err

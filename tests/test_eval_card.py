@@ -63,6 +63,28 @@ def test_cli_card_with_every_text_task(tmp_path, cli, bpe_model):
     assert "(chance 0.50)" in r.stdout and "acc_norm" in r.stdout
 
 
+def test_int8_weights_cost_little_and_a_missing_torchao_is_one_line(tmp_path, cli, bpe_model, monkeypatch, capsys):
+    "--int8 scores with torchao's int8 weights: bits per byte moves, a little; without torchao, one line and exit 2."
+    pytest.importorskip("torchao", reason="torchao is not installed: pip install -e '.[int8]'")
+    mf, model, tok = bpe_model
+    (tmp_path / "novela.txt").write_text(" ".join(sentence(random.Random(1), 12) for _ in range(30)))
+    got = {}
+    for flags in ((), ("--int8",)):
+        out = tmp_path / f"card{len(flags)}.json"
+        r = cli("enlace.eval", mf, "--tasks", f"bpb={tmp_path / 'novela.txt'}", "--json", out, *flags)
+        assert r.returncode == 0, r.stderr
+        got[flags] = json.loads(out.read_text())["bpb"]["bpb"]
+    assert got[()] != got[("--int8",)] and abs(got[("--int8",)] / got[()] - 1) < 0.01, got
+    import importlib.util
+
+    from enlace import eval as card_cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    assert card_cli.main([str(mf), "--tasks", f"bpb={tmp_path / 'novela.txt'}", "--int8"]) == 2
+    assert capsys.readouterr().err == "eval error: --int8 needs torchao: pip install -e '.[int8]'\n"
+
+
 def test_batched_scores_equal_one_by_one(bpe_model):
     _, model, tok = bpe_model
     rng = random.Random(2)
