@@ -4,17 +4,25 @@ each --types, opened by llama.cpp through llama-cpp-python, and compared with EN
     identical in llama.cpp and in ENLACE, and the first ones that differ;
   - logits: max |Δlogit| on random ids against ENLACE with the weights rounded as the file holds them, and
     against the float32 model (what rounding the weights costs);
-  - greedy: 20 Spanish prompts (chat turns for a chat model), 32 tokens each, identical continuations counted.
+  - greedy: 20 Spanish prompts (chat turns for a chat model), 32 tokens each, identical continuations counted;
+  - with --server PATH (llama.cpp's own llama-server, e.g. built from the vendored source of llama-cpp-python:
+    cmake -B build -DLLAMA_BUILD_SERVER=ON && cmake --build build --target llama-server), for a chat model: the
+    prompt its --jinja template engine renders (POST /apply-template) against ENLACE's ids, and its greedy reply
+    (POST /v1/chat/completions) against ENLACE's engine, on the chat prompts.
 Prints a table, writes JSON. Needs the [gguf] extra (bash scripts/llama_cpp.sh). Usage:
     .venv/bin/python scripts/check_gguf.py [MODEL ...] [--types f16,q8_0] [--corpus ../shared/corpus/es]
-                                           [--bytes 1000000] [--out runs/bench/gguf.json]
+                                           [--bytes 1000000] [--server PATH] [--out runs/bench/gguf.json]
 """
 
 import argparse
 import json
 import random
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import torch
@@ -24,6 +32,7 @@ from enlace.checkpoint import load_model
 from enlace.conversation import render_prompt
 from enlace.engine import Engine
 from enlace.export import check_gguf, llama_greedy, llama_logits, llama_model, write_gguf
+from enlace.tokenizer import END, TOOL_CALL_END
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = [
@@ -96,12 +105,58 @@ def greedy(model, tok, man, llm, n: int = 32) -> dict:
     return {"prompts": len(prompts), "identical": same, "first_different": first}
 
 
+def served(server: str, gguf: Path, model, tok, n: int = 64) -> dict:
+    "llama-server --jinja on `gguf`: its rendered prompts and greedy replies on the chat PROMPTS against ENLACE's."
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [server, "-m", str(gguf), "--jinja", "-c", "1024", "--host", "127.0.0.1", "--port", str(port), "-np", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+
+    def post(path: str, body: dict) -> dict:
+        req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(req, timeout=120).read())
+
+    try:
+        for _ in range(240):  # loading: /health answers 503, then 200
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        engine, stops = Engine(model, tok), [tok.special(END), tok.special(TOOL_CALL_END)]
+        prompts, template, replies, first = PROMPTS[10:], 0, 0, None
+        for text in prompts:
+            msgs = [{"role": "user", "content": text}]
+            ours = render_prompt(msgs, tok)
+            template += tok.encode(post("/apply-template", {"messages": msgs})["prompt"]) == ours
+            out = post("/v1/chat/completions", {"messages": msgs, "temperature": 0, "max_tokens": n})
+            got = out["choices"][0]["message"].get("content") or ""
+            want = tok.decode(engine.generate_batch([ours], max_tokens=n, temperature=0, stop=stops)[0])
+            # llama-server keeps the end-of-message token's text (<|/tool_call|>) in the content; ENLACE stops before
+            same = got in (want, want + TOOL_CALL_END)
+            replies += same
+            if not same and first is None:
+                first = {"request": text, "enlace": want, "llama-server": got}
+        return {
+            "prompts": len(prompts),
+            "template_identical": template,
+            "replies_identical": replies,
+            "first_different": first,
+        }
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="*", default=["runs/pretrain-cpu", "runs/sft-smoke-cpu"])
     ap.add_argument("--types", default="f16,q8_0")
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared/corpus/es"))
     ap.add_argument("--bytes", type=int, default=1_000_000)
+    ap.add_argument("--server", help="llama.cpp's llama-server binary: check its template and replies too")
     ap.add_argument("--out", default="runs/bench/gguf.json")
     args = ap.parse_args(argv)
     corpus = Path(args.corpus)
@@ -127,6 +182,8 @@ def main(argv=None) -> int:
                     }
                     if i == 0 and docs:
                         row["tokenization"] = tokenization(llm, tok, docs)
+                    if i == 0 and args.server and "chat_template" in man:
+                        row["llama_server"] = served(args.server, f, model, tok)
                 finally:
                     llm.close()
                 row["types"][q] = res
@@ -136,6 +193,12 @@ def main(argv=None) -> int:
             print(
                 f"{path}: tokenization identical on {tk['identical']}/{tk['documents']} documents "
                 f"({100 * tk['share']:.2f} %, {tk['tokens']:,} tokens)"
+            )
+        sv = row.get("llama_server")
+        if sv:
+            print(
+                f"  llama-server --jinja: template identical {sv['template_identical']}/{sv['prompts']}, "
+                f"greedy replies identical {sv['replies_identical']}/{sv['prompts']}"
             )
         for q, r in row["types"].items():
             g = r["greedy"]
