@@ -5,8 +5,8 @@ each --types, opened by llama.cpp through llama-cpp-python, and compared with EN
   - logits: max |Δlogit| on random ids against ENLACE with the weights rounded as the file holds them, and
     against the float32 model (what rounding the weights costs);
   - greedy: 20 Spanish prompts (chat turns for a chat model), 32 tokens each, identical continuations counted;
-  - with --server PATH (llama.cpp's own llama-server, e.g. built from the vendored source of llama-cpp-python:
-    cmake -B build -DLLAMA_BUILD_SERVER=ON && cmake --build build --target llama-server), for a chat model: the
+  - with --server PATH (llama.cpp's own llama-server, built from llama-cpp-python's vendored source by
+    `bash scripts/llama_cpp.sh --server`, which prints its path), for a chat model: the
     prompt its --jinja template engine renders (POST /apply-template) against ENLACE's ids, and its greedy reply
     (POST /v1/chat/completions) against ENLACE's engine, on the chat prompts.
 Prints a table, writes JSON. Needs the [gguf] extra (bash scripts/llama_cpp.sh). Usage:
