@@ -41,9 +41,9 @@ REL_TOLERANCE = 1e-4  # per unit of the largest |logit|
 # %% auto #0
 __all__ = ['DTYPES', 'GGUF_TYPES', 'TOLERANCE', 'REL_TOLERANCE', 'EXPORT_FILES', 'PRE_DIGITS', 'PRE_NUMBERS', 'GGUF_TOLERANCE',
            'SAMPLE_TEXTS', 'ExportError', 'check_exportable', 'rope_permutation', 'qwen3_tensors', 'cast_tensors',
-           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'check_export',
-           'compared', 'temp_beside', 'faithful', 'export', 'llama_pre', 'gguf_vocab', 'write_gguf', 'rounded_like',
-           'llama_model', 'llama_logits', 'llama_greedy', 'check_gguf', 'export_gguf', 'main']
+           'hf_tokenizer', 'qwen3_config', 'tokenizer_config', 'generation_settings', 'write_export', 'rebuilt',
+           'check_export', 'compared', 'temp_beside', 'faithful', 'export', 'llama_pre', 'gguf_vocab', 'write_gguf',
+           'rounded_like', 'llama_model', 'llama_logits', 'llama_greedy', 'check_gguf', 'export_gguf', 'main']
 
 # %% ../nbs/22_export.ipynb #a7846f3b
 class ExportError(ValueError):
@@ -235,13 +235,16 @@ def write_export(model: Transformer, tok: Tokenizer, man: dict, out_dir, dtype: 
     return out_dir
 
 # %% ../nbs/22_export.ipynb #00cc7302
+def rebuilt(model: Transformer, rounded) -> Transformer:
+    "A copy of `model` whose weights are `rounded(weight)`: what an export that stores them so computes, in float32."
+    copy = Transformer(model.cfg)
+    copy.load_state_dict({k: rounded(v.detach().float()) for k, v in model.state_dict().items()})
+    return copy.eval()
+
+
 def _rounded(model: Transformer, dtype: str) -> Transformer:
     "`model` with its weights rounded through `dtype`: what an export in that dtype computes, in float32."
-    if dtype == "float32":
-        return model
-    copy = Transformer(model.cfg)
-    copy.load_state_dict({k: v.to(DTYPES[dtype]).float() for k, v in model.state_dict().items()})
-    return copy.eval()
+    return model if dtype == "float32" else rebuilt(model, lambda v: v.to(DTYPES[dtype]).float())
 
 
 @torch.no_grad()
@@ -470,18 +473,16 @@ def rounded_like(model: Transformer, qtype: str) -> Transformer:
     "`model` with its matrices rounded as a GGUF of `qtype` holds them (vectors stay float32); computed in float32."
     if qtype == "f32":
         return model
-    gguf, Q = _gguf(), _gguf().GGMLQuantizationType
+    gguf = _gguf()
 
     def rounded(t: torch.Tensor) -> torch.Tensor:
         if t.ndim == 1:
             return t
         data, dtype = _tensor(gguf, t, qtype)  # q8_0 blocks run along rows, so our fused matrices round alike
-        back = gguf.quants.dequantize(data, dtype) if dtype == Q.Q8_0 else data.astype(np.float32)
+        back = gguf.quants.dequantize(data, dtype) if dtype == gguf.GGMLQuantizationType.Q8_0 else data
         return torch.from_numpy(np.ascontiguousarray(back, dtype=np.float32)).reshape(t.shape)
 
-    copy = Transformer(model.cfg)
-    copy.load_state_dict({k: rounded(v.detach().float()) for k, v in model.state_dict().items()})
-    return copy.eval()
+    return rebuilt(model, rounded)
 
 
 def llama_model(path, n_ctx: int = 512, threads: int | None = None):
@@ -518,7 +519,7 @@ def check_gguf(model: Transformer, tok: Tokenizer, path, qtype: str = "f16", llm
     except ValueError as e:  # llama-cpp-python's whole message; llama.cpp's reason went to its log
         raise ExportError(
             f"llama.cpp cannot load the file ({e}); run with --no-check to keep it and see llama.cpp's log"
-        )
+        ) from None
     try:
         return _compare(model, tok, llm, qtype, seed)
     finally:
