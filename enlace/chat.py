@@ -20,7 +20,7 @@ from pathlib import Path
 from .checkpoint import ModelFileError, load_model
 from .common import exit_on_signal, run_cli
 from .conversation import ConversationError, check_chat_tokenizer, message_ids, parse, render_prompt
-from .conversation import with_memories
+from .conversation import call_json, with_memories, with_tools
 from .engine import Engine, Sampling, SamplingError, int8_weights
 from .household import DEFAULT_ZONE, FAMILY, Household
 from .model import Transformer
@@ -29,8 +29,8 @@ from .tokenizer import TOOL_CALL, TOOL_CALL_END, TOOL_RESULT, TOOL_RESULT_END
 from .tools import TOOLS, ToolContext, clarify, engine_tools, zone
 
 # %% auto #0
-__all__ = ['MAX_RECALL', 'HELP', 'NOT_TEXT', 'fit_prompt', 'StopText', 'Ask', 'Answer', 'answer', 'Chat', 'parser', 'sampling_of',
-           'repl', 'main']
+__all__ = ['MAX_RECALL', 'HELP', 'NOT_TEXT', 'fit_prompt', 'StopText', 'Ask', 'Answer', 'answer', 'call_opening', 'Chat',
+           'parser', 'sampling_of', 'repl', 'main']
 
 # %% ../nbs/20_chat.ipynb #92b94a3e
 def fit_prompt(messages: list[dict], tok: Tokenizer, max_seq_len: int, room: int = 64) -> tuple[list[int], int]:
@@ -90,10 +90,15 @@ class Ask:
     recall: int = 4  # memories of the person per turn (0: none)
     on_text: Callable[[str], None] | None = None  # each piece of visible text, as soon as it is whole
     cancel: threading.Event | None = None  # set by someone else: the answer stops at the next token
+    tools: list[dict] = field(default_factory=list)  # a program's own tools ({'name', 'description', 'parameters'})
+    tool_choice: str = "auto"  # 'auto', 'none' (no tool at all), 'required' (one of `tools`), or one tool's name
 
     def __post_init__(self):
         if isinstance(self.recall, bool) or not isinstance(self.recall, int) or not 0 <= self.recall <= MAX_RECALL:
             raise ValueError(f"recall: {self.recall!r} no vale; usa un número entero entre 0 y {MAX_RECALL}")
+        names = [t["name"] for t in self.tools]
+        if self.tool_choice not in ("auto", "none") and (not names or self.tool_choice not in ("required", *names)):
+            raise ValueError(f"tool_choice: {self.tool_choice!r} needs it among the declared tools ({names})")
 
 
 @dataclass
@@ -105,9 +110,10 @@ class Answer:
     memories: list[str]  # the person's memories shown to the model for this turn
     messages: list[dict]  # the turns to append to the conversation (calls and results included)
     dropped: int  # leading turns left out so that the prompt fits the context
-    finish_reason: str  # 'stop', 'length', 'cancelled' or 'interrupted'
+    finish_reason: str  # 'stop', 'length', 'cancelled', 'interrupted' or 'tool_calls' (a program's tool to run)
     prompt_tokens: int
     completion_tokens: int
+    client_call: dict | None = None  # {'name', 'arguments'}: the call to one of `Ask.tools` that ended the answer
 
     @property
     def interrupted(self) -> bool:
@@ -120,7 +126,9 @@ def answer(engine: Engine, ask: Ask) -> Answer:
     memories = []
     if ask.recall and messages and messages[-1]["role"] == "user":  # the person's memories that match this message
         memories = ask.ctx.household().recall(messages[-1]["content"], k=ask.recall)
-    shown = with_memories(messages, memories)
+    declared = [] if ask.tool_choice == "none" else ask.tools
+    client = frozenset(t["name"] for t in declared)
+    shown = with_memories(with_tools(messages, declared), memories)
     prompt, dropped = fit_prompt(shown, tok, max_len)
     if len(prompt) >= max_len:  # one message alone is longer than the model's context
         raise ConversationError(
@@ -132,20 +140,25 @@ def answer(engine: Engine, ask: Ask) -> Answer:
     )
     # text from outside stays untrusted while it is in the context window, not only in the turn that searched
     kept = shown[(1 if shown and shown[0]["role"] == "system" else 0) + dropped :]
+    # so is what a program's own tool answered (any call that is not a household tool's)
     outside = any(
-        TOOLS.get(c.get("name")) and TOOLS[c["name"]].untrusted for m in kept for c in m.get("tool_calls", [])
+        c.get("name") in client or TOOLS.get(c.get("name")) is None or TOOLS[c["name"]].untrusted
+        for m in kept
+        for c in m.get("tool_calls", [])
     )
     own = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else None
     # a write needs words that were said (`ungrounded`); with text from outside around, words the person said
-    hook, record = engine_tools(tok, ask.ctx, heard=heard, untrusted=outside, own=own)
+    hook, record = engine_tools(tok, ask.ctx, heard=heard, untrusted=outside, own=own, client=client)
     end = tok.special(END)
     opens = {tok.special(TOOL_CALL), tok.special(TOOL_RESULT)}
-    result_end = tok.special(TOOL_RESULT_END)
+    result_end, call_end = tok.special(TOOL_RESULT_END), tok.special(TOOL_CALL_END)
     closes = {tok.special(TOOL_CALL_END), result_end}
     headers = {tok.special(SYSTEM), tok.special(USER), tok.special(ASSISTANT)}
     specials = set(tok.specials.values())
     budget = min(ask.sampling.max_tokens, max_len - len(prompt))
-    steps = engine.generate(prompt, ask.sampling.replace(max_tokens=budget), stop=[end], tools=hook)
+    sampling = ask.sampling.replace(max_tokens=budget, **({"max_tool_calls": 0} if ask.tool_choice == "none" else {}))
+    prefix = call_opening(engine, prompt, ask.tool_choice, sorted(client))
+    steps = engine.generate(prompt, sampling, stop=[end], tools=hook, prefix=prefix)
     stream, text, new, inside = StreamDecoder(tok), StopText(list(ask.sampling.stop)), [], 0
     reason = "length"
     try:
@@ -158,6 +171,9 @@ def answer(engine: Engine, ask: Ask) -> Answer:
                 reason = "stop"
                 break
             new.append(tokens[0])
+            if tokens[0] == call_end and record and record[-1].get("client"):
+                reason = "tool_calls"  # a program's tool: the program runs it and sends its result back
+                break
             if tokens[0] == end or (tokens[0] == result_end and any(r.get("ungrounded") for r in record)):
                 reason = "stop"  # a write on a guess ends the answer: the person is asked instead (below)
                 break
@@ -189,8 +205,30 @@ def answer(engine: Engine, ask: Ask) -> Answer:
         if ask.on_text:
             ask.on_text(question)
     reply = "".join(m["content"] for m in added if m["role"] == "assistant").strip()
-    calls = [{k: r[k] for k in ("name", "arguments", "result")} for r in record]
-    return Answer(reply, calls, memories, added, dropped, reason, len(prompt), len(new))
+    calls = [{k: r[k] for k in ("name", "arguments", "result")} for r in record if not r.get("client")]
+    theirs = next(({k: r[k] for k in ("name", "arguments")} for r in record if r.get("client")), None)
+    return Answer(reply, calls, memories, added, dropped, reason, len(prompt), len(new), theirs)
+
+
+def call_opening(engine: Engine, prompt: list[int], choice: str, names: list[str]) -> list[int]:
+    "The tokens an answer must open with for `choice`: a call to the named tool, or to the likeliest of `names`."
+    if choice in ("auto", "none"):
+        return []
+    tok = engine.tokenizer
+
+    def opening(name: str) -> list[int]:
+        # as the model reads a whole call: the tokens of `{"name":"…","arguments":{}}` that stay within its head
+        head = call_json({"name": name, "arguments": {}})[: -len("{}}")]
+        ids, out = tok.encode(call_json({"name": name, "arguments": {}}), specials=False), []
+        for i in ids:
+            if not head.startswith(tok.decode([*out, i])):
+                break
+            out.append(i)
+        return [tok.special(TOOL_CALL), *out]
+
+    options = [choice] if choice != "required" else names
+    pick = options[engine.choose(prompt, [opening(n) for n in options])] if len(options) > 1 else options[0]
+    return opening(pick)
 
 # %% ../nbs/20_chat.ipynb #7b6e3228
 class Chat:

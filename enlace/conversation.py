@@ -19,10 +19,11 @@ from .tokenizer import ASSISTANT, BOS, END, SYSTEM, TOOL_CALL, TOOL_CALL_END, TO
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['ROLES', 'KEYS', 'MEMORY_OPEN', 'MEMORY_CLOSE', 'CHAT_TEMPLATE', 'ConversationError', 'check_conversation',
-           'read_conversations', 'write_conversations', 'call_json', 'check_chat_tokenizer', 'message_ids', 'render',
-           'render_prompt', 'memory_block', 'with_memories', 'parse', 'random_conversation', 'length_groups',
-           'require_chat', 'conversation_loaders', 'make_data', 'finish']
+__all__ = ['ROLES', 'KEYS', 'MEMORY_OPEN', 'MEMORY_CLOSE', 'TOOLS_OPEN', 'TOOLS_CLOSE', 'MAX_DESCRIPTION', 'CHAT_TEMPLATE',
+           'ConversationError', 'check_conversation', 'read_conversations', 'write_conversations', 'call_json',
+           'check_chat_tokenizer', 'message_ids', 'render', 'render_prompt', 'memory_block', 'with_memories',
+           'tool_line', 'tools_block', 'with_tools', 'parse', 'random_conversation', 'length_groups', 'require_chat',
+           'conversation_loaders', 'make_data', 'finish']
 
 # %% ../nbs/17_conversation.ipynb #7d29db47
 ROLES = ("system", "user", "assistant", "tool")
@@ -211,19 +212,58 @@ def memory_block(memories: list[str]) -> str:
 
 def with_memories(messages: list[dict], memories: list[str]) -> list[dict]:
     "`messages` with the memory block at the end of the system turn (a new system turn first when there is none)."
-    block = memory_block(memories)
+    return _with_block(messages, memory_block(memories))
+
+
+def _with_block(messages: list[dict], block: str) -> list[dict]:
+    "`messages` with `block` at the end of the system turn (a new system turn first when there is none)."
     if not block:
         return list(messages)
     if messages and messages[0]["role"] == "system":
         return [{"role": "system", "content": f"{messages[0]['content']}\n\n{block}"}, *messages[1:]]
     return [{"role": "system", "content": block}, *messages]
 
+# %% ../nbs/17_conversation.ipynb #23d93113
+TOOLS_OPEN, TOOLS_CLOSE = "[herramientas]", "[/herramientas]"
+MAX_DESCRIPTION = 200  # characters of a declared tool's description the model reads
+
+
+def _param(name: str, schema: dict, required: bool) -> str:
+    "One argument of a signature: `name`, `name?` when optional, then its type unless text, or its enum values."
+    out = name + ("" if required else "?")
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return out + ": " + "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    kind = schema.get("type")
+    return out if kind in (None, "string") or not isinstance(kind, str) else f"{out}: {kind}"
+
+
+def tool_line(tool: dict) -> str:
+    "A declared tool ({'name', 'description', 'parameters'}, OpenAI's `function`) as one line of the block."
+    params = tool.get("parameters") or {}
+    props = params.get("properties") or {}
+    required = set(params.get("required") or ())
+    args = ", ".join(_param(n, s if isinstance(s, dict) else {}, n in required) for n, s in props.items())
+    about = " ".join(str(tool.get("description") or "").split())[:MAX_DESCRIPTION]
+    return f"- {tool['name']}({args})" + (f": {about}" if about else "")
+
+
+def tools_block(tools: list[dict]) -> str:
+    "The marked block of the client's tools for the system turn; '' when there are none."
+    if not tools:
+        return ""
+    return "\n".join([TOOLS_OPEN, *map(tool_line, tools), TOOLS_CLOSE])
+
+
+def with_tools(messages: list[dict], tools: list[dict]) -> list[dict]:
+    "`messages` with the tools' block at the end of the system turn (a new system turn first when there is none)."
+    return _with_block(messages, tools_block(tools))
+
 # %% ../nbs/17_conversation.ipynb #ed9d893d
 def parse(ids: list[int], tok: Tokenizer) -> dict:
     "The conversation that `render` turned into `ids`; a call that is not JSON stays text of its message."
     names = tok.names  # id -> special
     roles = {SYSTEM: "system", USER: "user", ASSISTANT: "assistant"}
-    msgs, role, buf, content = [], "assistant", [], ""
+    msgs, role, buf, content, inside = [], "assistant", [], "", None
 
     def text() -> str:
         out = tok.decode(buf)
@@ -237,9 +277,9 @@ def parse(ids: list[int], tok: Tokenizer) -> dict:
         elif name in roles:
             role, content = roles[name], ""
         elif name == TOOL_CALL:
-            content = text()
+            content, inside = text(), TOOL_CALL
         elif name == TOOL_CALL_END:
-            raw = text()
+            raw, inside = text(), None
             try:
                 call = _check_call(json.loads(raw), "call")
                 msgs.append({"role": "assistant", "content": content, "tool_calls": [call]})
@@ -247,11 +287,19 @@ def parse(ids: list[int], tok: Tokenizer) -> dict:
                 msgs.append({"role": "assistant", "content": content + TOOL_CALL + raw + TOOL_CALL_END})
         elif name == TOOL_RESULT:
             buf.clear()
+            inside = TOOL_RESULT
         elif name == TOOL_RESULT_END:
             msgs.append({"role": "tool", "content": text()})
+            inside = None
         elif name == END:
             msgs.append({"role": role, "content": text()})
-    if buf:  # cut short: the text written so far (a generation that hit its limit)
+    # cut short (a generation that hit its limit): a result stays the tool's; an unfinished call ran nowhere and
+    # is dropped, the text before it stays; otherwise the text written so far
+    if inside == TOOL_RESULT:
+        msgs.append({"role": "tool", "content": text()})
+    elif inside == TOOL_CALL:
+        msgs.append({"role": "assistant", "content": content})
+    elif buf:
         msgs.append({"role": role, "content": text()})
     return {"messages": msgs, "meta": {}}
 

@@ -150,10 +150,13 @@ class Engine:
         num_samples: int = 1,
         stop: Iterable[int] = (),
         tools: Callable[[int, list[int]], list[int]] | None = None,
+        prefix: Iterable[int] = (),
         **settings,
     ) -> Iterator[tuple[list[int], list[bool], list[bool]]]:
         "Yield (next token of each row, was the row still running, was the token forced); rows are prompt-major."
         # `settings` are Sampling's fields, for callers that set one or two; `stop` here are token ids
+        # `prefix`: the first new tokens of every row, chosen by the caller (an answer that must open with a call);
+        # they count as written by the model (not forced): a call they open is a call like any other
         s = sampling if sampling is not None else Sampling(**settings)
         if sampling is not None and settings:
             raise ValueError(f"give the sampling settings once: in `sampling` or as {', '.join(settings)}")
@@ -178,12 +181,15 @@ class Engine:
         done = torch.zeros(logits.shape[0], dtype=torch.bool, device=device)
         calls = ToolCalls(self.tokenizer, tools, logits.shape[0], s.max_tool_calls) if tools else None
         forced = [False] * logits.shape[0]
+        prefix = list(prefix)
         for step in range(max_len - T):
             if step:  # the logits of the token just sampled (the first step reuses the prefill's)
                 logits = model(nxt[:, None], cache)[:, -1]
             if calls:
                 calls.limit(logits)
             nxt = sample_next_token(logits, generator, s.temperature, s.top_k, s.top_p)  # (B,)
+            if step < len(prefix):
+                nxt = torch.full_like(nxt, prefix[step])
             if calls:  # a row inside a tool result takes its forced token instead of the sampled one
                 tokens, forced = calls.step(nxt.tolist(), done.tolist())
                 nxt = torch.tensor(tokens, dtype=torch.long, device=device)
@@ -194,6 +200,28 @@ class Engine:
             done |= stopped
             if done.all():
                 return
+
+    @torch.no_grad()
+    def choose(self, prompt: list[int], options: list[list[int]]) -> int:
+        "The index of the option likeliest to follow `prompt` (sum of its tokens' log-probabilities): one batch."
+        model = self.model
+        if not prompt or not options or not all(options):
+            raise ValueError("choose needs a prompt and non-empty options")
+        width = max(map(len, options))
+        if len(prompt) + width > model.cfg.max_seq_len:
+            raise ValueError(f"a prompt of {len(prompt)} tokens and options of {width} exceed model.max_seq_len")
+        device = next(model.parameters()).device
+        cache = KVCache(model.cfg, 1, len(prompt) + width, device, next(model.parameters()).dtype)
+        first = model(torch.tensor([prompt], device=device), cache)[0, -1].float().log_softmax(-1)  # (V,)
+        score = torch.stack([first[o[0]] for o in options])  # (n,)
+        if width > 1:  # the options' other tokens, read in one batch after the shared prompt (right-padded)
+            rows = torch.tensor([o[:-1] + [o[-1]] * (width - len(o)) for o in options], device=device)
+            logp = model(rows, cache.expand(len(options))).float().log_softmax(-1)  # (n, width - 1, V)
+            for i, o in enumerate(options):
+                score[i] += logp[
+                    i, torch.arange(len(o) - 1), torch.tensor(o[1:], dtype=torch.long, device=device)
+                ].sum()
+        return int(score.argmax())
 
     def generate_batch(
         self,

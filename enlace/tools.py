@@ -32,7 +32,7 @@ from .tokenizer import Tokenizer
 __all__ = ['OPS', 'MAX_DIGITS', 'MAX_EXPRESSION', 'TOOLS', 'SEARCH', 'WRITE_FIELDS', 'DEFAULT_LIST', 'CLARIFY', 'ToolError',
            'format_number', 'calculator', 'Args', 'ExpressionArgs', 'QueryArgs', 'ListArgs', 'ListItemsArgs',
            'ReminderArgs', 'TextArgs', 'Tool', 'tool_schemas', 'default_search', 'ToolContext', 'fold', 'content_words',
-           'ungrounded', 'in_own_words', 'clarify', 'run_call', 'result_text', 'engine_tools']
+           'ungrounded', 'in_own_words', 'clarify', 'run_call', 'client_call', 'result_text', 'engine_tools']
 
 # %% ../nbs/19_tools.ipynb #cedac43e
 class ToolError(Exception):
@@ -389,6 +389,16 @@ def run_call(
         return call, {"error": f"{name} failed: {type(e).__name__}: {e}"}
 
 # %% ../nbs/19_tools.ipynb #913bf490
+def client_call(text: str, names: frozenset[str]) -> dict | None:
+    "The call as {'name', 'arguments'} when `text` is a well-formed call to one of `names`, else None."
+    try:
+        call = json.loads(text)
+    except ValueError:
+        return None
+    ok = isinstance(call, dict) and call.get("name") in names and isinstance(call.get("arguments"), dict)
+    return {"name": call["name"], "arguments": call["arguments"]} if ok else None
+
+
 def result_text(result: dict) -> str:
     "A tool result as the model reads it: compact JSON, non-ASCII kept."
     return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
@@ -400,18 +410,25 @@ def engine_tools(
     heard: str | list[str] | None = None,
     untrusted: bool = False,
     own: str | None = None,
+    client: frozenset[str] = frozenset(),
 ) -> tuple[Callable[[int, list[int]], list[int]], list[dict]]:
     """The engine's tool hook for one assistant turn of `ctx`, and the record it fills: [{'row', 'name', ...}].
 
     `heard`: what the person said and the tools answered so far (one text, or one per row); with it, a writing
     call whose words are not in it is refused and marked `ungrounded` in the record (see `ungrounded`).
     `untrusted`: the prompt already holds text from outside (an earlier search still in the context window);
-    then, as after a search in this turn, only writes in the words of `own` (the person's last message) run."""
+    then, as after a search in this turn, only writes in the words of `own` (the person's last message) run.
+    `client`: the names of the tools a program declared (the API's `tools`): a call to one of them runs nowhere here;
+    it is recorded with `client: True` and no result, and the hook gives no tokens: the answer ends, the program
+    runs it (a declared name hides a household tool of the same name)."""
     record = []
     tainted = set()  # rows whose turn has read text from outside (with `untrusted`: every row)
     said = None if heard is None else [heard] if isinstance(heard, str) else list(heard)
 
     def hook(row: int, ids: list[int]) -> list[int]:
+        if client and (theirs := client_call(tok.decode(ids), client)):
+            record.append({"row": row, **theirs, "result": None, "client": True})
+            return []
         known = None if said is None else said[0 if len(said) == 1 else row]
         call, result = run_call(tok.decode(ids), ctx, tainted=untrusted or row in tainted, heard=known, own=own)
         if call is not None and call["name"] in TOOLS and TOOLS[call["name"]].untrusted:

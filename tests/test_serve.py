@@ -40,7 +40,8 @@ class Planned(torch.nn.Module):
     def __init__(self, calls=(), answer="Hecho."):
         super().__init__()
         self.cfg, self.w, self.fed = CFG, torch.nn.Parameter(torch.zeros(1)), []
-        self.calls = [f"<|tool_call|>{json.dumps(c, ensure_ascii=False)}<|/tool_call|>" for c in calls]
+        # compact, as the model writes calls (and as a forced opening of one, tool_choice, is written)
+        self.calls = [f"<|tool_call|>{json.dumps(c, ensure_ascii=False, separators=(',', ':'))}<|/tool_call|>" for c in calls]
         self.answer = answer
 
     def forward(self, idx, cache=None):
@@ -163,6 +164,64 @@ def test_the_openai_client_works_unchanged(live):
     assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
     assert [c for c in chunks if c.choices][-1].model_extra["enlace"]["tool_calls"] == calls
     assert s.get("/health").json()["served"] == 2
+
+
+LIGHTS = [{"type": "function", "function": {
+    "name": "luces_on", "description": "Encender la luz de una habitación",
+    "parameters": {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]}}}]
+
+
+def test_a_programs_own_tools_come_back_as_tool_calls_and_the_conversation_goes_on(live):
+    "Issue 46 §3: the client's tools are declared to the model; a call to one ends the answer with OpenAI's tool_calls."
+    calc = {"name": "calculator", "arguments": {"expression": "2+2"}}
+    s = live(Planned([calc, {"name": "luces_on", "arguments": {"room": "salón"}}], "Ya está encendida."))
+    client, ask = s.client(), hi("enciende la luz del salón")
+    r = client.chat.completions.create(model="test-model", messages=ask, tools=LIGHTS, user="ana")
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    (call,) = choice.message.tool_calls
+    assert (call.type, call.function.name, call.id[:5]) == ("function", "luces_on", "call_")
+    assert json.loads(call.function.arguments) == {"room": "salón"}
+    assert r.model_extra["enlace"]["tool_calls"] == [{**calc, "result": {"result": "4"}}]  # the household's ran here
+    # the program runs its tool and sends the result back: the answer goes on from it (the history it sends has
+    # only its own call, as the household's calls are the server's business: here a model that made one call)
+    done = {"role": "tool", "tool_call_id": call.id, "content": '{"ok": true}'}
+    again = live(Planned([{"name": "luces_on", "arguments": {"room": "salón"}}], "Ya está encendida.")).client()
+    r = again.chat.completions.create(model="test-model", messages=[*ask, choice.message.model_dump(exclude_none=True), done],
+                                      tools=LIGHTS, user="ana")
+    assert (r.choices[0].message.content, r.choices[0].finish_reason) == ("Ya está encendida.", "stop")
+    # streamed: text first (none here), then the call as deltas (id and name, then the arguments), then the reason
+    chunks = list(client.chat.completions.create(model="test-model", messages=ask, tools=LIGHTS, stream=True, user="ana"))
+    deltas = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or []]
+    assert deltas[0].id.startswith("call_") and deltas[0].function.name == "luces_on"
+    assert json.loads("".join(d.function.arguments or "" for d in deltas)) == {"room": "salón"}
+    assert {d.index for d in deltas} == {0} and [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+    # without tools, the same call is no tool of anybody's: nothing comes back as tool_calls
+    r = client.chat.completions.create(model="test-model", messages=ask, user="ana", max_tokens=500)
+    assert r.choices[0].message.tool_calls is None and r.choices[0].finish_reason == "stop"
+    assert r.choices[0].message.content == "Ya está encendida."  # after the household's error for the unknown tool
+
+
+def test_tool_choice_and_malformed_tools_from_the_official_client(live):
+    s = live(Planned([{"name": "luces_on", "arguments": {"room": "salón"}}], "Hecho."))
+    client, ask = s.client(), hi("enciende la luz del salón")
+    none = client.chat.completions.create(model="test-model", messages=ask, tools=LIGHTS, tool_choice="none", user="ana")
+    assert none.choices[0].message.tool_calls is None and none.model_extra["enlace"]["tool_calls"] == []
+    named = {"type": "function", "function": {"name": "luces_on"}}
+    r = client.chat.completions.create(model="test-model", messages=ask, tools=LIGHTS, tool_choice=named, user="ana")
+    assert r.choices[0].message.tool_calls[0].function.name == "luces_on"
+    for tools, choice, where in [
+        ([{"type": "function", "function": {"name": "luces_on", "parameters": {"type": "array"}}}], None, "tools.0.function.parameters"),
+        ([{"type": "function", "function": {"name": "luces on"}}], None, "tools.0.function.name"),
+        ([{"type": "function"}], None, "tools.0.function"),
+        (LIGHTS, {"type": "function", "function": {"name": "alarma"}}, "tool_choice"),
+    ]:
+        kw = {"tools": tools} | ({"tool_choice": choice} if choice else {})
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="test-model", messages=ask, user="ana", **kw)
+        err = e.value.body
+        assert err["param"] == where and "\n" not in err["message"] and err["message"].startswith(where), err
+    assert s.get("/health").json()["served"] == 2  # the refused ones never reached the model
 
 
 def test_sampling_settings_and_stop(live):
