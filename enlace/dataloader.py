@@ -150,6 +150,7 @@ TASKS = {  # data.source -> where its hooks live (imported only when that source
         "finish": "enlace.tasks.assistant.evaluate:finish",
         "tool_scores": "enlace.tasks.assistant.evaluate:tool_scores",  # eval's tools task
         "natural_scores": "enlace.tasks.assistant.evaluate:natural_scores",  # eval's assistant-natural task
+        "client_tool_scores": "enlace.tasks.assistant.evaluate:client_tool_scores",  # eval's client-tools task
     },
     "conversations": {  # not a wing: conversations JSONL, the chat format's own loader
         "tokenizer": "init_from",

@@ -45,7 +45,8 @@ class EvalError(ValueError):
 __all__ = ['HELDOUT', 'STORIES', 'CHANCE', 'REPO', 'STORY_COLUMNS', 'TASKS', 'CHAT_TASKS', 'DEFAULT_DATA', 'HEADLINE',
            'data_path', 'EvalError', 'encode_pair', 'loglikelihoods', 'read_stories', 'multiple_choice', 'text_files',
            'pooled_bpb', 'task_bpb', 'task_xstorycloze', 'read_pairs', 'task_minimal_pairs', 'task_tools',
-           'task_assistant_natural', 'parse_tasks', 'default_tasks', 'card', 'card_metrics', 'card_rows', 'main']
+           'task_client_tools', 'task_assistant_natural', 'parse_tasks', 'default_tasks', 'card', 'card_metrics',
+           'card_rows', 'main']
 
 # %% ../nbs/13_eval.ipynb #6b0b8b27
 def encode_pair(tok: Tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -233,6 +234,15 @@ def task_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = 
     return {k: scores[k] for k in ("tool_choice", "arguments", "answer", "n") if scores[k] is not None}
 
 
+def task_client_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32) -> dict:
+    "A program's own tools (the API's `tools`): held-out tools asked for, and declared ones not needed (chat models)."
+    if "chat_template" not in man:
+        raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop client-tools")
+    seed = man.get("config", {}).get("train", {}).get("seed", 0) + 4  # the draw of the run's own report
+    scores = task_hook("assistant", "client_tool_scores")(model, tok, limit, seed)
+    return {k: v for k, v in scores.items() if v is not None}
+
+
 def task_assistant_natural(
     model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32
 ) -> dict:
@@ -256,8 +266,9 @@ TASKS = {
     "minimal-pairs": task_minimal_pairs,
     "tools": task_tools,
     "assistant-natural": task_assistant_natural,
+    "client-tools": task_client_tools,
 }
-CHAT_TASKS = ("tools", "assistant-natural")  # the card of a chat model adds these
+CHAT_TASKS = ("tools", "assistant-natural", "client-tools")  # the card of a chat model adds these
 DEFAULT_DATA = {"bpb": HELDOUT, "xstorycloze": STORIES}  # tasks whose default data lives beside the code
 
 

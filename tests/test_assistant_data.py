@@ -25,8 +25,14 @@ NUMBER = re.compile(r"\d+(?:,\d+)?")
 
 
 @pytest.fixture(scope="module")
-def train():
+def train_all():
     return ad.conversations(2000, "train")
+
+
+@pytest.fixture(scope="module")
+def train(train_all):
+    "The training conversations of the household's templates (a program's tools: test_client_tools_in_training)."
+    return [c for c in train_all if c["meta"]["intent"] != "client"]
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +198,7 @@ def test_meta_shape(train, heldout):
     for conv in train + heldout:
         meta = conv["meta"]
         keys = {"task", "split", "template", "intent", "turns", "noise", "expected"}
+        keys |= {"declared"} if "declared" in meta else set()  # a program's tools in the system turn (client.py)
         assert set(meta) == (keys | MEMORY_KEYS if "memories" in meta else keys)
         assert meta["task"] == "assistant"
         assert meta["template"].split("/")[0] == meta["intent"]
@@ -202,24 +209,49 @@ def test_meta_shape(train, heldout):
         assert set(exp) == {"tool", "arguments", "answer"}
         if meta["intent"] in ("none", "recall"):
             assert exp["tool"] is None and exp["arguments"] is None
+        elif meta["intent"] == "client":  # a program's tool: the one declared in the system turn
+            assert exp["tool"] in meta["declared"] and exp["tool"] in conv["messages"][0]["content"]
+            assert isinstance(exp["arguments"], dict)
         else:
             assert exp["tool"] == meta["intent"]
             assert isinstance(exp["arguments"], dict)
         assert all(isinstance(s, str) and s for s in exp["answer"])
 
 
-def test_intent_balance(train):
+def test_client_tools_in_training(train_all):
+    "Conversations with a program's tools: one of the declared train tools is called with the request's values."
+    client = [c for c in train_all if c["meta"]["intent"] == "client"]
+    declared = [c for c in train_all if "declared" in c["meta"] and c["meta"]["intent"] != "client"]
+    assert len(client) > 60 and len(declared) > 40, (len(client), len(declared))
+    for conv in client:
+        check_conversation(conv)
+        call = conv["messages"][-3]["tool_calls"][0]
+        assert ad.template_split(conv["meta"]["template"]) == "train" and call["name"] in conv["meta"]["declared"]
+        assert f"- {call['name']}(" in conv["messages"][0]["content"]
+        assert conv["messages"][-2]["content"] == result_text(json.loads(conv["messages"][-2]["content"]))
+        assert ad.size(conv) <= ad.LONG_SIZE
+
+
+def test_intent_balance(train_all):
+    train = train_all
     counts = Counter(conv["meta"]["intent"] for conv in train)
-    assert set(counts) == set(ad.INTENTS) | {"recall"}
-    assert 0.05 < counts["recall"] / len(train) < 0.11
+    assert set(counts) == set(ad.INTENTS) | {"recall", "client"}
+    assert 0.03 < counts["client"] / len(train) < 0.09  # a program's tools (client.CLIENT_P), instead of the others
+    base = len(train) - counts["client"]
+    assert 0.05 < counts["recall"] / base < 0.11
     for intent in ad.TOOLS:
-        assert 0.05 < counts[intent] / len(train) < 0.11, (intent, counts[intent])
-    assert 0.09 < counts["none"] / len(train) < 0.16
+        assert 0.05 < counts[intent] / base < 0.11, (intent, counts[intent])
+    assert 0.09 < counts["none"] / base < 0.16
 
 
 def test_structure(train, heldout):
     for conv in train + heldout:
         msgs = conv["messages"]
+        declared = conv["meta"].get("declared", [])
+        if declared:  # a program's tools: their block in the system turn (after a system text, if any)
+            assert msgs[0]["role"] == "system" and "[herramientas]" in msgs[0]["content"]
+            assert [line.split("(")[0][2:] for line in msgs[0]["content"].splitlines() if line.startswith("- ")] == declared
+            msgs = msgs[1:]
         if "memories" in conv["meta"]:  # the block, and nothing else, in the one system turn
             assert msgs[0] == {"role": "system", "content": memory_block(conv["meta"]["memories"])}
             msgs = msgs[1:]
@@ -233,7 +265,7 @@ def test_structure(train, heldout):
                 assert msgs[i]["role"] == "assistant" and msgs[i]["content"] == ""
                 assert len(msgs[i]["tool_calls"]) == 1
                 call = msgs[i]["tool_calls"][0]
-                assert set(call) == {"name", "arguments"} and call["name"] in ad.TOOLS
+                assert set(call) == {"name", "arguments"} and call["name"] in (*ad.TOOLS, *declared)
                 tool = msgs[i + 1]
                 assert tool["role"] == "tool"
                 result = json.loads(tool["content"])
@@ -243,7 +275,8 @@ def test_structure(train, heldout):
             i += 1
         assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"]
         check_conversation(conv)  # the chat format's own validation
-        assert ad.size(conv) <= (ad.MAX_SIZE if conv["meta"]["turns"] <= 3 else ad.LONG_SIZE)
+        limit = ad.MAX_SIZE if conv["meta"]["turns"] <= 3 else ad.LONG_SIZE
+        assert ad.size({"messages": msgs}) <= limit and ad.size(conv) <= ad.LONG_SIZE
 
 
 def test_last_call_matches_expected(train, heldout):
@@ -281,6 +314,9 @@ def test_arguments_are_verbatim(train, heldout):
         meta = conv["meta"]
         args = meta["expected"]["arguments"]
         if meta["intent"] in ("none", "recall", "calculator", "datetime_now", "reminder_list"):
+            continue
+        if meta["intent"] == "client":  # a program's tool: its values are in the request (38_assistant_client)
+            assert all(str(v).casefold() in user_texts(conv)[-1].casefold() for v in args.values()), conv
             continue
         template = BY_ID[meta["template"]]
         text = " ".join(user_texts(conv)) if template.context else user_texts(conv)[-1]
@@ -414,7 +450,7 @@ def test_the_intents_are_the_registry_tools():
 
 @pytest.fixture(scope="module")
 def plain_train():
-    return ad.conversations(2000, "train", memories=False)
+    return ad.conversations(2000, "train", memories=False, tools=False)
 
 
 @pytest.fixture(scope="module")
@@ -427,6 +463,7 @@ def first_request(conv: dict) -> str:
 
 
 def test_a_share_of_train_carries_a_block(train):
+    train = [c for c in train if "declared" not in c["meta"]]  # a program's tools' block: test_client_tools_in_training
     blocks = [c for c in train if c["messages"][0]["role"] == "system"]
     assert all("memories" in c["meta"] for c in blocks)
     assert not any("memories" in c["meta"] for c in train if c not in blocks)
@@ -477,10 +514,13 @@ def test_recall_templates_split_like_the_others():
     assert {t.form for t in ad.RECALL_TEMPLATES} == {"t", "u", "v", "n"}
 
 
-def test_irrelevant_blocks_keep_the_conversation(train, plain_train):
+def test_irrelevant_blocks_keep_the_conversation(train_all, plain_train):
     ignored = 0
-    for conv, plain in zip(train, plain_train):
-        if conv["meta"]["intent"] == "recall":
+    for conv, plain in zip(train_all, plain_train):
+        if conv["meta"]["intent"] in ("recall", "client"):
+            continue
+        if "declared" in conv["meta"]:  # a program's tools they must not call: the conversation is the same
+            assert conv["messages"][1:] == plain["messages"] and conv["messages"][0]["role"] == "system"
             continue
         assert without_block(conv) == plain  # same requests, tool calls, arguments, results and answers
         if "memories" not in conv["meta"]:
@@ -527,13 +567,14 @@ def test_memory_draws_are_deterministic_and_seeded():
     assert blocks(a) != blocks(ad.conversations(300, "train", seed=8))
 
 
-def test_every_conversation_is_valid_and_fits(train, heldout_memories):
+def test_every_conversation_is_valid_and_fits(train_all, heldout_memories):
     seq_len = load_layer(ROOT / "configs/train/sft-smoke.yaml", "train").seq_len
     tok = ad.embedded_tokenizer(2048)  # the main job's base reads the embedded tasks' BPE
     longest = 0
-    for conv in train + heldout_memories:
+    for conv in train_all + heldout_memories:
         check_conversation(conv)
-        assert ad.size(conv) <= (ad.MAX_SIZE if conv["meta"]["turns"] <= 3 else ad.LONG_SIZE)
+        short = conv["meta"]["turns"] <= 3 and "declared" not in conv["meta"]  # a tools' block adds its lines
+        assert ad.size(conv) <= (ad.MAX_SIZE if short else ad.LONG_SIZE)
         longest = max(longest, len(render(conv, tok)[0]))
         for m in conv["messages"]:
             assert not re.search(r"\b(de|a) el\b", m["content"]), m["content"]

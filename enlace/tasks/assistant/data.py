@@ -37,6 +37,7 @@ from ...dataloader import task_hook
 from ...household import DEFAULT_ZONE, MONTHS, WEEKDAYS, parse_when, when_text, zone
 from ...tools import ToolError, calculator, result_text
 from . import grammar
+from .client import client_variant, tool_split
 from .lexicon import LEXICONS, draw, sex_of, value_split, values
 
 # %% ../../../nbs/33_assistant.ipynb #c5513ecd
@@ -95,6 +96,8 @@ class Template:
 
 def template_split(template_id: str) -> str:
     "'heldout' for templates whose number k has k % 5 == 4 and for grammar frames 'g<crc>' held out, else 'train'."
+    if template_id.startswith("client/"):  # a program's tool (enlace.tasks.assistant.client): the tool's split
+        return tool_split(template_id.split("/", 1)[1])
     k = template_id.rsplit("/", 1)[1]
     if k.startswith("g"):  # a frame of the grammar: its id carries the hash of its key (grammar.frame_split)
         return "heldout" if int(k[1:]) % grammar.HELDOUT_EVERY == 0 else "train"
@@ -2569,16 +2572,21 @@ def memory_variant(conv: dict, rng: random.Random, split: str) -> dict:
     return conv
 
 
-def conversations(n: int, split: str, seed: int = 0, memories: bool | None = None) -> list[dict]:
-    "Return n conversations, deterministic given (n, split, seed, memories); memories None: blocks in train only."
+def conversations(
+    n: int, split: str, seed: int = 0, memories: bool | None = None, tools: bool | None = None
+) -> list[dict]:
+    "n conversations, deterministic given the arguments; memories/tools None: memory and tool blocks in train only."
     rng = random.Random(f"assistant:{split}:{seed}")
     memories = split == "train" if memories is None else memories  # the held-out evaluation sets stay as they were
+    tools = split == "train" if tools is None else tools
     out = []
     for i in range(n):
         conv = conversation(rng, split)  # always drawn: the main sequence does not depend on the memories
         if memories:
             # a generator of its own per conversation: the blocks never consume the main sequence
             conv = memory_variant(conv, random.Random(f"assistant:memories:{split}:{seed}:{i}"), split)
+        if tools:  # a program's tools (enlace.tasks.assistant.client), with a generator of their own too
+            conv = client_variant(conv, random.Random(f"assistant:tools:{split}:{seed}:{i}"), split)
         out.append(conv)
     return out
 
@@ -2600,6 +2608,8 @@ EMBEDDED_SOURCES = (  # the code and data that write those texts and learn from 
     "tasks/assistant/data.py",
     "tasks/assistant/grammar.py",
     "tasks/assistant/lexicon.py",
+    "tasks/assistant/client.py",
+    "tasks/assistant/client_tools.yaml",
     *(f"tasks/assistant/lexicon/{name}.tsv" for name in LEXICONS),
     "tasks/conjugations/corpus.py",
     "conversation.py",

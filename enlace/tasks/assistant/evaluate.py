@@ -8,6 +8,7 @@ Docs: https://enlace-lm.github.io/enlace/assistant_eval.html.md"""
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 import time
 from datetime import datetime
@@ -29,7 +30,8 @@ from enlace.conversation import (
 )
 from ...dataloader import Data, Figures
 from ...engine import Engine, Sampling
-from .data import TOOLS as INTENT_TOOLS, conversations
+from .data import TOOLS as INTENT_TOOLS, conversation, conversations
+from .client import client_conversation, declare
 from ...tokenizer import END, Tokenizer
 from ...household import Household, zone
 from enlace.tools import (
@@ -45,11 +47,12 @@ from enlace.tools import (
 )
 
 # %% auto #0
-__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'TRANSCRIPT',
-           'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW', 'NATURAL_HEADLINE', 'CHUNK', 'make_data',
-           'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score', 'transcript',
-           'transcript_markdown', 'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context',
-           'natural_turns', 'has_facts', 'natural_score', 'natural_scores', 'tool_scores', 'finish']
+__all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'CLIENT_CONVERSATIONS',
+           'TRANSCRIPT', 'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW', 'NATURAL_HEADLINE', 'CHUNK',
+           'make_data', 'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score',
+           'client_conversations', 'client_score', 'client_tool_scores', 'transcript', 'transcript_markdown',
+           'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context', 'natural_turns', 'has_facts',
+           'natural_score', 'natural_scores', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 # 1 000 held-out conversations: a standard error of 0.7 points on a tool choice near 95 % (300 gave 1.3)
@@ -182,6 +185,53 @@ def memory_score(convs: list[dict], turns: list[dict]) -> dict:
         "ignore_n": n_other,
         "ignore_tool_choice": sum(r["choice"] * r["n"] for r in other) / n_other if n_other else None,
     }
+
+
+CLIENT_CONVERSATIONS = 120  # held-out conversations with a program's tools declared in the report
+
+
+def client_conversations(n: int, seed: int) -> list[dict]:
+    "`n` held-out conversations with a program's tools: 3 in 4 ask for a held-out tool, 1 in 4 for the household."
+    rng = random.Random(f"assistant:client:{seed}")
+    out = []
+    while len(out) < n:
+        conv = declare(conversation(rng, "heldout"), rng, "heldout") if len(out) % 4 == 3 else None
+        out.append(conv or client_conversation(rng, "heldout"))
+    return out
+
+
+def client_score(convs: list[dict], turns: list[dict]) -> dict:
+    "Tool choice and arguments on the held-out tools asked for; tool choice where the declared ones are not needed."
+    res = score(convs, turns)
+    called = next(
+        (r for r in res["per_intent"] if r["intent"] == "client"), {"n": 0, "choice": None, "arguments": None}
+    )
+    other = [r for r in res["per_intent"] if r["intent"] != "client"]
+    n_other = sum(r["n"] for r in other)
+    return {
+        "n": res["n"],
+        "call_n": called["n"],
+        "call_tool_choice": called["choice"],
+        "call_arguments": called["arguments"],
+        "ignore_n": n_other,
+        "ignore_tool_choice": sum(r["choice"] * r["n"] for r in other) / n_other if n_other else None,
+    }
+
+
+def client_tool_scores(
+    model,
+    tokenizer: Tokenizer,
+    limit: int | None = None,
+    seed: int = 4,
+    max_tokens: int = 200,
+    seconds: float | None = None,
+) -> dict:
+    "The `client-tools` task of `python -m enlace.eval`, and the report's figures: see `client_score`."
+    check_chat_tokenizer(tokenizer)
+    convs = client_conversations(limit or CLIENT_CONVERSATIONS, seed)
+    generate = lambda cs: generate_turns(model.eval(), tokenizer, cs, max_tokens, progress=seconds is None)
+    turns = in_time(convs, generate, seconds, CHUNK)
+    return client_score(convs[: len(turns)], turns)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #0d23781d
 TRANSCRIPT = (
@@ -468,7 +518,7 @@ def finish(
     # with a time budget: most of it to the two tool choices (templates held out, requests written apart); the
     # rest to memory and the transcript
     share = lambda f: None if seconds is None else f * seconds
-    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens, share(0.4))
+    res = tool_scores(model, tokenizer, limit, cfg.train.seed + 2, max_tokens, share(0.34))
     pd.DataFrame(res["per_intent"]).to_csv(run_dir / "assistant.csv", index=False)
     natural = natural_scores(model, tokenizer, limit, max_tokens, share(0.3))
     pd.DataFrame(natural["per_intent"]).to_csv(run_dir / "natural.csv", index=False)
@@ -476,6 +526,7 @@ def finish(
     generate = lambda cs: generate_turns(model, tokenizer, cs, max_tokens, progress=seconds is None)
     mem_turns = in_time(mem, generate, share(0.18), CHUNK)
     memory = memory_score(mem[: len(mem_turns)], mem_turns)
+    client = client_tool_scores(model, tokenizer, limit, cfg.train.seed + 4, max_tokens, share(0.06))
     requests = list(TRANSCRIPT[:3] if limit else TRANSCRIPT)
     turns = in_time(requests, lambda rs: transcript(model, tokenizer, rs, max_tokens=max_tokens), share(0.06), 1)
     atomic_write(run_dir / "transcript.md", transcript_markdown(turns))
@@ -488,18 +539,24 @@ def finish(
         f"heldout.memory_{k}": memory[k] for k in ("recall_answer", "ignore_tool_choice") if memory[k] is not None
     }
     metrics |= {f"natural.{k}": natural[k] for k in NATURAL_HEADLINE if natural[k] is not None}
+    metrics |= {
+        f"heldout.client_{k}": client[k]
+        for k in ("call_tool_choice", "call_arguments", "ignore_tool_choice")
+        if client[k] is not None
+    }
     metrics["long.tool_choice"] = sum(t["right"] for t in long) / len(long)
     asked = {
         "tool choice": (res["n"], limit or EVAL_CONVERSATIONS, "held-out conversations"),
         "natural": (natural["n"], min(limit or 10**9, len(natural_requests())), "requests written apart"),
         "long conversation": (len(long), len(chain), "requests"),
         "memory": (memory["n"], len(mem), "conversations with a memory block"),
+        "client tools": (client["n"], limit or CLIENT_CONVERSATIONS, "conversations with a program's tools"),
         "transcript": (len(turns), len(requests), "requests"),
     }
     shrunk = [f"{what}: {n} of {of} {unit}" for what, (n, of, unit) in asked.items() if n < of]
     return Figures(
         metrics,
-        {"assistant": res, "natural": natural, "memory": memory, "transcript": turns, "long": long},
+        {"assistant": res, "natural": natural, "memory": memory, "client": client, "transcript": turns, "long": long},
         manifest={"chat_template": CHAT_TEMPLATE},
         artifacts=[run_dir / f for f in ("assistant.csv", "natural.csv", "transcript.md", "long.md")],
         shrunk=shrunk,
