@@ -240,7 +240,10 @@ def task_client_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | 
         raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop client-tools")
     seed = man.get("config", {}).get("train", {}).get("seed", 0) + 4  # the draw of the run's own report
     scores = task_hook("assistant", "client_tool_scores")(model, tok, limit, seed)
-    return {k: v for k, v in scores.items() if v is not None}
+    flat = {k: v for k, v in scores.items() if k != "natural"} | {
+        f"natural_{k}": v for k, v in scores["natural"].items()
+    }
+    return {k: v for k, v in flat.items() if v is not None}
 
 
 def task_assistant_natural(

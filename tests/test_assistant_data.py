@@ -642,10 +642,10 @@ def test_timers_are_reminders_due_in_minutes(train):
 
 def test_no_request_written_apart_is_in_the_training_data():
     "The requests of assistant-natural stay out of the training data (they measure language the project did not write)."
-    from enlace.tasks.assistant.evaluate import natural_requests
+    from enlace.tasks.assistant.evaluate import client_requests, natural_requests
 
     fold = lambda t: " ".join(re.findall(r"\w+", t.casefold()))
-    natural = {fold(r["request"]) for r in natural_requests()}
+    natural = {fold(r["request"]) for r in natural_requests() + client_requests()}  # client-tools' too
     seen = {fold(t) for c in ad.conversations(5000, "train", seed=11) for t in user_texts(c)}
     assert len(seen) > 3000
     both = natural & seen

@@ -19,9 +19,10 @@ from ...conversation import with_tools
 from .lexicon import draw, value_split
 
 # %% auto #0
-__all__ = ['CLIENT_FILE', 'SPLITS', 'NAME', 'SOURCES', 'SLOT', 'ARTICLE', 'OTHERS', 'SYSTEMS', 'SYSTEM_P', 'DECLARE_SIZE',
-           'CLIENT_P', 'DECLARE_P', 'ClientToolsError', 'client_data', 'client_tools', 'tool_split', 'declaration',
-           'contract', 'client_conversation', 'declare', 'client_variant']
+__all__ = ['CLIENT_FILE', 'SPLITS', 'NAME', 'SOURCES', 'SLOT', 'COMPOSED', 'ARTICLE', 'OTHERS', 'SYSTEMS', 'SYSTEM_P',
+           'COMPOSED_P', 'SAME_OBJECT_P', 'DECLARE_SIZE', 'CLIENT_P', 'DECLARE_P', 'ClientToolsError', 'client_data',
+           'client_tools', 'tool_split', 'declaration', 'contract', 'client_conversation', 'composed_tool', 'declare',
+           'client_variant']
 
 # %% ../../../nbs/38_assistant_client.ipynb #6bba6bdc
 CLIENT_FILE = "client_tools.yaml"
@@ -67,9 +68,12 @@ def client_tools(split: str) -> list[dict]:
     return [t for t in client_data()["tools"] if t["split"] == split]
 
 
+COMPOSED = "~composed"  # the template name of the composed tools (training only)
+
+
 def tool_split(name: str) -> str:
-    "The split of the tool called `name`."
-    return next(t["split"] for t in client_data()["tools"] if t["name"] == name)
+    "The split of the tool called `name` (the composed ones: 'train')."
+    return "train" if name == COMPOSED else next(t["split"] for t in client_data()["tools"] if t["name"] == name)
 
 
 def declaration(tool: dict) -> dict:
@@ -125,7 +129,8 @@ def _fill(pattern: str, values: dict, escape: bool = False) -> str:
 def client_conversation(rng: random.Random, split: str) -> dict:
     "A request for one of the declared tools of `split`: the call with the request's values, the result, the reply."
     tools = client_tools(split)
-    tool = rng.choice(tools)
+    composed = split == "train" and rng.random() < COMPOSED_P
+    tool = composed_tool(rng) if composed else rng.choice(tools)
     pattern = rng.choice(tool["requests"])
     named = set(SLOT.findall(pattern))
     said, args = {}, {}
@@ -138,8 +143,7 @@ def client_conversation(rng: random.Random, split: str) -> dict:
             args[name] = ARTICLE.sub("", v)
     if rng.random() < 0.5:
         request = request[0].upper() + request[1:]
-    others = rng.sample([t for t in tools if t is not tool], rng.choice(OTHERS))
-    declared = [tool, *others]
+    declared = [tool, *_others(rng, split, rng.choice(OTHERS), tool)]
     rng.shuffle(declared)
     messages = [
         {"role": "user", "content": request},
@@ -150,13 +154,77 @@ def client_conversation(rng: random.Random, split: str) -> dict:
     if rng.random() < SYSTEM_P:
         messages.insert(0, {"role": "system", "content": rng.choice(SYSTEMS)})
     expected = {"tool": tool["name"], "arguments": args, "answer": []}
-    meta = {"task": "assistant", "split": split, "template": f"client/{tool['name']}", "intent": "client", "turns": 1}
+    template = f"client/{COMPOSED if composed else tool['name']}"
+    meta = {"task": "assistant", "split": split, "template": template, "intent": "client", "turns": 1}
     meta |= {"noise": False, "expected": expected, "declared": [t["name"] for t in declared]}
     return {"messages": with_tools(messages, [declaration(t) for t in declared]), "meta": meta}
 
+# %% ../../../nbs/38_assistant_client.ipynb #9de90931
+COMPOSED_P = 0.6  # training requests for a composed tool (the rest: the tools of the file)
+SAME_OBJECT_P = 0.4  # a composed distractor about the same object, with another verb
+
+
+def _compose_name(rng: random.Random, verb: dict, obj: dict) -> str:
+    "A name as programs name their functions: Spanish or English, snake or camel case, or one that says nothing."
+    es, en, r = rng.choice(verb["es"]), rng.choice(verb["en"]), rng.random()
+    if r < 0.2:
+        return f"{es}_{obj['es']}"
+    if r < 0.35:
+        return f"{obj['es']}_{es}"
+    if r < 0.55:
+        return f"{en}_{obj['en']}"
+    if r < 0.7:
+        return f"{obj['en']}_{en}"
+    if r < 0.85:
+        first, *rest = f"{en}_{obj['en']}".split("_")
+        return first + "".join(p.capitalize() for p in rest)
+    return f"{rng.choice(('accion', 'tool', 'fn', 'cmd', 'op', 'hogar'))}_{rng.randint(1, 99)}"
+
+
+def composed_tool(rng: random.Random, obj: dict | None = None) -> dict:
+    "A tool made of a verb, an object (`obj`, or one at random) and 0-2 arguments, with one request pattern."
+    c = client_data()["compose"]
+    verb, obj = rng.choice(c["verbs"]), obj or rng.choice(c["objects"])
+    params, said, about = {}, [], []
+    for kind in rng.sample(list(c["params"]), rng.choice((0, 1, 1, 2))):
+        p = c["params"][kind]
+        name = rng.choice(p["names"])
+        params[name] = {k: p[k] for k in ("pool", "bare", "number", "type") if k in p}
+        said.append(rng.choice(p["say"]).replace("{v}", "{" + name + "}"))
+        about.append(p["about"])
+    frame = rng.choice(c["frames"])
+    pattern = frame.replace("{imp}", verb["imp"]).replace("{inf}", verb["inf"]).replace("{obj}", obj["say"])
+    return {
+        "name": _compose_name(rng, verb, obj),
+        "split": "train",
+        "description": " ".join([verb["inf"].capitalize(), obj["say"], *about]),
+        "params": params,
+        "requests": [pattern.replace("{args}", "".join(" " + s for s in said))],
+        "result": '{"ok":true}',
+        "replies": c["replies"],
+        "object": obj,
+    }
+
+
+def _others(rng: random.Random, split: str, k: int, tool: dict) -> list[dict]:
+    "k tools to declare beside `tool`, of its split, with names of their own (in train, half of them composed)."
+    out, names = [], {tool["name"]}
+    for _ in range(k * 3):
+        if len(out) == k:
+            break
+        if split == "train" and rng.random() < 0.5:
+            same = "object" in tool and rng.random() < SAME_OBJECT_P
+            other = composed_tool(rng, tool["object"] if same else None)
+        else:
+            other = rng.choice(client_tools(split))
+        if other["name"] not in names:
+            out.append(other)
+            names.add(other["name"])
+    return out
+
 # %% ../../../nbs/38_assistant_client.ipynb #50d442e3
 DECLARE_SIZE = 700  # bytes of a conversation's texts over which no block is added (it would not fit the context)
-CLIENT_P = 0.06  # training conversations replaced by one with a program's tool
+CLIENT_P = 0.08  # training conversations replaced by one with a program's tool
 DECLARE_P = 0.05  # training conversations that get a block of tools they must not call
 
 
@@ -164,7 +232,8 @@ def declare(conv: dict, rng: random.Random, split: str) -> dict | None:
     "conv with 1-3 tools of `split` declared in its system turn, none of them needed; None where it cannot take one."
     if conv["meta"].get("memories") or sum(len(m["content"].encode()) for m in conv["messages"]) > DECLARE_SIZE:
         return None
-    declared = rng.sample(client_tools(split), rng.randint(1, 3))
+    first = composed_tool(rng) if split == "train" and rng.random() < COMPOSED_P else rng.choice(client_tools(split))
+    declared = [first, *_others(rng, split, rng.randint(0, 2), first)]
     meta = {**conv["meta"], "declared": [t["name"] for t in declared]}
     return {"messages": with_tools(conv["messages"], [declaration(t) for t in declared]), "meta": meta}
 

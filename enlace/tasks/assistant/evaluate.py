@@ -27,11 +27,12 @@ from enlace.conversation import (
     parse,
     render_prompt,
     require_chat,
+    with_tools,
 )
 from ...dataloader import Data, Figures
 from ...engine import Engine, Sampling
 from .data import TOOLS as INTENT_TOOLS, conversation, conversations
-from .client import client_conversation, declare
+from .client import client_conversation, client_tools, declaration, declare
 from ...tokenizer import END, Tokenizer
 from ...household import Household, zone
 from enlace.tools import (
@@ -48,11 +49,12 @@ from enlace.tools import (
 
 # %% auto #0
 __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'CLIENT_CONVERSATIONS',
-           'TRANSCRIPT', 'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW', 'NATURAL_HEADLINE', 'CHUNK',
-           'make_data', 'same_arguments', 'generate_turns', 'score', 'memory_conversations', 'memory_score',
-           'client_conversations', 'client_score', 'client_tool_scores', 'transcript', 'transcript_markdown',
-           'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context', 'natural_turns', 'has_facts',
-           'natural_score', 'natural_scores', 'tool_scores', 'finish']
+           'CLIENT_NATURAL', 'TRANSCRIPT', 'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW',
+           'NATURAL_HEADLINE', 'CHUNK', 'make_data', 'same_arguments', 'generate_turns', 'score',
+           'memory_conversations', 'memory_score', 'client_conversations', 'client_score', 'ClientRequest',
+           'client_requests', 'client_natural_turns', 'client_natural_score', 'client_tool_scores', 'transcript',
+           'transcript_markdown', 'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context',
+           'natural_turns', 'has_facts', 'natural_score', 'natural_scores', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 # 1 000 held-out conversations: a standard error of 0.7 points on a tool choice near 95 % (300 gave 1.3)
@@ -218,6 +220,94 @@ def client_score(convs: list[dict], turns: list[dict]) -> dict:
     }
 
 
+CLIENT_NATURAL = "natural/client_requests.jsonl"  # requests to a program's tools, written apart (natural/README)
+
+
+class ClientRequest(BaseModel):
+    "One request written apart with a program's held-out tools declared: the expected tool (theirs, the household's"
+
+    " or none) and the facts its arguments carry."
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    request: str
+    tools: list[str]
+    tool: str | None
+    args: dict[str, list[str]]
+    source: str
+
+    @model_validator(mode="after")
+    def _declared_and_copied(self):
+        theirs = {t["name"] for t in client_tools("heldout")}
+        if not self.tools or not set(self.tools) <= theirs:
+            raise ValueError(f"tools {self.tools} must be held-out tools of client_tools.yaml")
+        if self.tool is not None and self.tool not in self.tools and self.tool not in TOOLS:
+            raise ValueError(f"tool {self.tool!r} is neither declared nor a household tool")
+        for field, facts in self.args.items():
+            for fact in facts:
+                if fold(fact) not in fold(self.request):
+                    raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
+        return self
+
+
+def client_requests(path=None) -> list[dict]:
+    "The requests to a program's tools written apart, each checked; one line per bad row."
+    path = Path(path) if path else Path(str(resources.files("enlace.tasks.assistant") / CLIENT_NATURAL))
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(ClientRequest.model_validate_json(line).model_dump())
+            except ValidationError as e:
+                raise ValueError(f"{path}:{n}: {error_line(e)}") from None
+    return rows
+
+
+def _carries(arguments, want: dict) -> bool:
+    "Whether every expected fact is in its argument (numbers as written)."
+    if not isinstance(arguments, dict):
+        return False
+    return all(all(fold(f) in fold(str(arguments.get(k, ""))) for f in facts) for k, facts in want.items())
+
+
+def client_natural_turns(model, tok: Tokenizer, rows: list[dict], max_tokens: int = 200) -> list[dict]:
+    "Each request answered greedily with its tools declared: the program's recorded, the household's run (offline)."
+    decl = {t["name"]: declaration(t) for t in client_tools("heldout")}
+    prompts = [
+        render_prompt(with_tools([{"role": "user", "content": r["request"]}], [decl[n] for n in r["tools"]]), tok)
+        for r in rows
+    ]
+    hooks = [
+        engine_tools(tok, natural_context({**r, "speaker": "Ana"}), heard=r["request"], client=frozenset(r["tools"]))
+        for r in rows
+    ]
+    hook = lambda i, ids: hooks[i][0](0, ids)
+    Engine(model, tok).generate_batch(
+        prompts, stop=[tok.special(END)], max_tokens=max_tokens, temperature=0, tools=hook
+    )
+    return [{"calls": [{k: c.get(k) for k in ("name", "arguments")} for c in h[1]]} for h in hooks]
+
+
+def client_natural_score(rows: list[dict], turns: list[dict]) -> dict:
+    "Tool choice and arguments for the program's tools; the household's tool where theirs are not needed; no call in chat."
+    theirs, home, chat = [], [], []
+    for row, turn in zip(rows, turns):
+        first = turn["calls"][0] if turn["calls"] else {"name": None, "arguments": None}
+        right = first["name"] == row["tool"]
+        (chat if row["tool"] is None else theirs if row["tool"] in row["tools"] else home).append(
+            (right, right and row["tool"] is not None and _carries(first["arguments"], row["args"]))
+        )
+    share = lambda xs, k: sum(x[k] for x in xs) / len(xs) if xs else None
+    return {
+        "n": len(rows),
+        "call_n": len(theirs),
+        "call_tool_choice": share(theirs, 0),
+        "call_arguments": share(theirs, 1),
+        "household_tool_choice": share(home, 0),
+        "chat_no_call": share(chat, 0),
+    }
+
+
 def client_tool_scores(
     model,
     tokenizer: Tokenizer,
@@ -226,12 +316,19 @@ def client_tool_scores(
     max_tokens: int = 200,
     seconds: float | None = None,
 ) -> dict:
-    "The `client-tools` task of `python -m enlace.eval`, and the report's figures: see `client_score`."
+    "The `client-tools` task of `python -m enlace.eval`, and the report's figures: held-out tools in the templates'"
+    " conversations (`client_score`), and requests written apart to them (`natural`: `client_natural_score`)."
     check_chat_tokenizer(tokenizer)
+    half = None if seconds is None else seconds / 2
     convs = client_conversations(limit or CLIENT_CONVERSATIONS, seed)
     generate = lambda cs: generate_turns(model.eval(), tokenizer, cs, max_tokens, progress=seconds is None)
-    turns = in_time(convs, generate, seconds, CHUNK)
-    return client_score(convs[: len(turns)], turns)
+    turns = in_time(convs, generate, half, CHUNK)
+    rows = client_requests()[:limit]
+    answered = in_time(rows, lambda rs: client_natural_turns(model.eval(), tokenizer, rs, max_tokens), half, CHUNK)
+    return {
+        **client_score(convs[: len(turns)], turns),
+        "natural": client_natural_score(rows[: len(answered)], answered),
+    }
 
 # %% ../../../nbs/34_assistant_eval.ipynb #0d23781d
 TRANSCRIPT = (
@@ -543,6 +640,9 @@ def finish(
         f"heldout.client_{k}": client[k]
         for k in ("call_tool_choice", "call_arguments", "ignore_tool_choice")
         if client[k] is not None
+    }
+    metrics |= {
+        f"natural.client_{k}": v for k, v in client["natural"].items() if k not in ("n", "call_n") and v is not None
     }
     metrics["long.tool_choice"] = sum(t["right"] for t in long) / len(long)
     asked = {
