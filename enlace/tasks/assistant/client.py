@@ -160,7 +160,7 @@ def client_conversation(rng: random.Random, split: str) -> dict:
     return {"messages": with_tools(messages, [declaration(t) for t in declared]), "meta": meta}
 
 # %% ../../../nbs/38_assistant_client.ipynb #9de90931
-COMPOSED_P = 0.6  # training requests for a composed tool (the rest: the tools of the file)
+COMPOSED_P = 0.8  # training requests for a composed tool (the rest: the tools of the file)
 SAME_OBJECT_P = 0.4  # a composed distractor about the same object, with another verb
 
 
@@ -224,8 +224,8 @@ def _others(rng: random.Random, split: str, k: int, tool: dict) -> list[dict]:
 
 # %% ../../../nbs/38_assistant_client.ipynb #50d442e3
 DECLARE_SIZE = 700  # bytes of a conversation's texts over which no block is added (it would not fit the context)
-CLIENT_P = 0.08  # training conversations replaced by one with a program's tool
-DECLARE_P = 0.05  # training conversations that get a block of tools they must not call
+CLIENT_P = 0.05  # training conversations replaced by one with a program's tool (docs/LOG.md 2026-12-07, noche)
+DECLARE_P = 0.03  # training conversations that get a block of tools they must not call
 
 
 def declare(conv: dict, rng: random.Random, split: str) -> dict | None:
