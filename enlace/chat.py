@@ -217,9 +217,11 @@ def call_opening(engine: Engine, prompt: list[int], choice: str, names: list[str
     tok = engine.tokenizer
 
     def opening(name: str) -> list[int]:
-        # as the model reads a whole call: the tokens of `{"name":"…","arguments":{}}` that stay within its head
-        head = call_json({"name": name, "arguments": {}})[: -len("{}}")]
-        ids, out = tok.encode(call_json({"name": name, "arguments": {}}), specials=False), []
+        # as the model reads a whole call with arguments: the tokens of `{"name":"…","arguments":{"x":""}}` that stay
+        # within `{"name":"…","arguments":` (a token across the boundary, such as `:{"`, is left for the model)
+        whole = call_json({"name": name, "arguments": {"x": ""}})
+        head = whole[: whole.index('"arguments":') + len('"arguments":')]
+        ids, out = tok.encode(whole, specials=False), []
         for i in ids:
             if not head.startswith(tok.decode([*out, i])):
                 break
