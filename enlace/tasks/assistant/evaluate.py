@@ -289,7 +289,7 @@ def client_natural_turns(model, tok: Tokenizer, rows: list[dict], max_tokens: in
 
 
 def client_natural_score(rows: list[dict], turns: list[dict]) -> dict:
-    "Tool choice and arguments for the program's tools; the household's tool where theirs are not needed; no call in chat."
+    "Tool choice and arguments for the program's tools; the household's where theirs are not needed; no call in chat."
     theirs, home, chat = [], [], []
     for row, turn in zip(rows, turns):
         first = turn["calls"][0] if turn["calls"] else {"name": None, "arguments": None}
