@@ -225,21 +225,22 @@ def task_minimal_pairs(model, tok: Tokenizer, man: dict, path=None, limit: int |
     return {"acc": sum(sum(v) for v in right.values()) / len(pairs), "n": len(pairs), **per}
 
 
+def _report_seed(man: dict, task: str, offset: int) -> int:
+    "The seed of the draw the run's own report made for `task` (train.seed + offset); chat models only."
+    if "chat_template" not in man:
+        raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop {task}")
+    return man.get("config", {}).get("train", {}).get("seed", 0) + offset
+
+
 def task_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32) -> dict:
     "The assistant's held-out tool choice, arguments and answers (chat models only; from the assistant wing)."
-    if "chat_template" not in man:
-        raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop the tools task")
-    seed = man.get("config", {}).get("train", {}).get("seed", 0) + 2  # the draw of the run's own report
-    scores = task_hook("assistant", "tool_scores")(model, tok, limit, seed)
+    scores = task_hook("assistant", "tool_scores")(model, tok, limit, _report_seed(man, "the tools task", 2))
     return {k: scores[k] for k in ("tool_choice", "arguments", "answer", "n") if scores[k] is not None}
 
 
 def task_client_tools(model, tok: Tokenizer, man: dict, path=None, limit: int | None = None, batch: int = 32) -> dict:
     "A program's own tools (the API's `tools`): held-out tools asked for, and declared ones not needed (chat models)."
-    if "chat_template" not in man:
-        raise EvalError(f"{man.get('model_file', 'model')}: not a chat model (no chat template); drop client-tools")
-    seed = man.get("config", {}).get("train", {}).get("seed", 0) + 4  # the draw of the run's own report
-    scores = task_hook("assistant", "client_tool_scores")(model, tok, limit, seed)
+    scores = task_hook("assistant", "client_tool_scores")(model, tok, limit, _report_seed(man, "client-tools", 4))
     flat = {k: v for k, v in scores.items() if k != "natural"} | {
         f"natural_{k}": v for k, v in scores["natural"].items()
     }

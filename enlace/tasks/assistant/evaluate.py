@@ -51,10 +51,10 @@ from enlace.tools import (
 __all__ = ['TRAIN_CONVERSATIONS', 'VAL_CONVERSATIONS', 'EVAL_CONVERSATIONS', 'MEMORY_CONVERSATIONS', 'CLIENT_CONVERSATIONS',
            'CLIENT_NATURAL', 'TRANSCRIPT', 'LONG_TRANSCRIPT', 'NATURAL', 'NATURAL_INTENTS', 'NATURAL_NOW',
            'NATURAL_HEADLINE', 'CHUNK', 'make_data', 'same_arguments', 'generate_turns', 'score',
-           'memory_conversations', 'memory_score', 'client_conversations', 'client_score', 'ClientRequest',
-           'client_requests', 'client_natural_turns', 'client_natural_score', 'client_tool_scores', 'transcript',
-           'transcript_markdown', 'long_conversation', 'NaturalRequest', 'natural_requests', 'natural_context',
-           'natural_turns', 'has_facts', 'natural_score', 'natural_scores', 'tool_scores', 'finish']
+           'memory_conversations', 'memory_score', 'client_conversations', 'client_score', 'copied', 'read_rows',
+           'ClientRequest', 'client_requests', 'client_natural_turns', 'client_natural_score', 'client_tool_scores',
+           'transcript', 'transcript_markdown', 'long_conversation', 'NaturalRequest', 'natural_requests',
+           'natural_context', 'natural_turns', 'has_facts', 'natural_score', 'natural_scores', 'tool_scores', 'finish']
 
 # %% ../../../nbs/34_assistant_eval.ipynb #599d7d17
 # 1 000 held-out conversations: a standard error of 0.7 points on a tool choice near 95 % (300 gave 1.3)
@@ -223,6 +223,28 @@ def client_score(convs: list[dict], turns: list[dict]) -> dict:
 CLIENT_NATURAL = "natural/client_requests.jsonl"  # requests to a program's tools, written apart (natural/README)
 
 
+def copied(row: BaseModel) -> BaseModel:
+    "`row` when each fact of its `args` is in its request (folded), else the ValueError that names the fact."
+    for field, facts in row.args.items():
+        for fact in facts:
+            if fold(fact) not in fold(row.request):
+                raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
+    return row
+
+
+def read_rows(path, name: str, model: type[BaseModel]) -> list[dict]:
+    "The rows of a JSONL file (default: `name` beside this module), each checked by `model`; one line per bad row."
+    path = Path(path) if path else Path(str(resources.files("enlace.tasks.assistant") / name))
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(model.model_validate_json(line).model_dump())
+            except ValidationError as e:
+                raise ValueError(f"{path}:{n}: {error_line(e)}") from None
+    return rows
+
+
 class ClientRequest(BaseModel):
     "One request written apart with a program's held-out tools declared: the expected tool (theirs, the household's"
 
@@ -243,24 +265,12 @@ class ClientRequest(BaseModel):
             raise ValueError(f"tools {self.tools} must be held-out tools of client_tools.yaml")
         if self.tool is not None and self.tool not in self.tools and self.tool not in TOOLS:
             raise ValueError(f"tool {self.tool!r} is neither declared nor a household tool")
-        for field, facts in self.args.items():
-            for fact in facts:
-                if fold(fact) not in fold(self.request):
-                    raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
-        return self
+        return copied(self)
 
 
 def client_requests(path=None) -> list[dict]:
     "The requests to a program's tools written apart, each checked; one line per bad row."
-    path = Path(path) if path else Path(str(resources.files("enlace.tasks.assistant") / CLIENT_NATURAL))
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(ClientRequest.model_validate_json(line).model_dump())
-            except ValidationError as e:
-                raise ValueError(f"{path}:{n}: {error_line(e)}") from None
-    return rows
+    return read_rows(path, CLIENT_NATURAL, ClientRequest)
 
 
 def _carries(arguments, want: dict) -> bool:
@@ -445,25 +455,12 @@ class NaturalRequest(BaseModel):
             if not isinstance(self.args.get("value"), (int, float)):
                 raise ValueError("a calculator row's args are {'value': the number}")
             return self
-        for field, facts in self.args.items():
-            for fact in facts:
-                if fold(fact) not in fold(self.request):
-                    raise ValueError(f"fact {fact!r} of {field} is not in the request: copy it from there")
-        return self
+        return copied(self)
 
 
 def natural_requests(path=None) -> list[dict]:
     "The requests written apart (default: the ones beside this module), each checked; one line per bad row."
-    path = Path(path) if path else Path(str(resources.files("enlace.tasks.assistant") / NATURAL))
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(NaturalRequest.model_validate_json(line).model_dump())
-        except ValidationError as e:
-            raise ValueError(f"{path}:{n}: {error_line(e)}") from None
-    return rows
+    return read_rows(path, NATURAL, NaturalRequest)
 
 # %% ../../../nbs/34_assistant_eval.ipynb #1efc14a4
 def _offline(query: str) -> dict:
