@@ -138,12 +138,12 @@ def answer(engine: Engine, ask: Ask) -> Answer:
     heard = "\n".join(
         m["content"] for m in messages if m["role"] in ("user", "tool") and isinstance(m.get("content"), str)
     )
-    # text from outside stays untrusted while it is in the context window, not only in the turn that searched
-    kept = shown[(1 if shown and shown[0]["role"] == "system" else 0) + dropped :]
-    # so is what a program's own tool answered (any call that is not a household tool's)
+    # text from outside stays untrusted while it is in the conversation, not only in the turn that searched (and
+    # also once the window dropped it: `heard` still holds its words); so is what a program's own tool answered
+    # (any call that is not a household tool's)
     outside = any(
         c.get("name") in client or TOOLS.get(c.get("name")) is None or TOOLS[c["name"]].untrusted
-        for m in kept
+        for m in messages
         for c in m.get("tool_calls", [])
     )
     own = messages[-1]["content"] if messages and messages[-1]["role"] == "user" else None
@@ -229,8 +229,10 @@ def call_opening(engine: Engine, prompt: list[int], choice: str, names: list[str
         return [tok.special(TOOL_CALL), *out]
 
     options = [choice] if choice != "required" else names
-    pick = options[engine.choose(prompt, [opening(n) for n in options])] if len(options) > 1 else options[0]
-    return opening(pick)
+    openings = [opening(n) for n in options]
+    if len(prompt) + max(map(len, openings)) >= engine.model.cfg.max_seq_len:
+        raise ConversationError("the conversation leaves no room for the tool call asked for; send a shorter one")
+    return openings[engine.choose(prompt, openings)] if len(options) > 1 else openings[0]
 
 # %% ../nbs/20_chat.ipynb #7b6e3228
 class Chat:

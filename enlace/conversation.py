@@ -291,6 +291,10 @@ def parse(ids: list[int], tok: Tokenizer) -> dict:
         elif name == TOOL_RESULT_END:
             msgs.append({"role": "tool", "content": text()})
             inside = None
+        elif name == END and inside == TOOL_CALL:  # a call left unfinished ran nowhere: the text before it stays
+            buf.clear()
+            msgs.append({"role": role, "content": content})
+            inside = None
         elif name == END:
             msgs.append({"role": role, "content": text()})
     # cut short (a generation that hit its limit): a result stays the tool's; an unfinished call ran nowhere and

@@ -8,8 +8,9 @@ Docs: https://enlace-lm.github.io/enlace/serve.html.md"""
 __all__ = ['MAX_BODY', 'MAX_TOKENS', 'MAX_MESSAGES', 'QUEUE', 'LOCAL', 'NAME', 'MAX_TOOLS', 'TICK', 'STREAMS', 'NOTIFY_TRIES',
            'ADMIN', 'FRAME', 'LOCAL_NAMES', 'FAILURES', 'PIN_FAILURES', 'SESSION_COOKIE', 'PUBLIC', 'CLEAR_COOKIE',
            'KEEPALIVE', 'COMMANDS', 'PEOPLE_ACTIONS', 'ServeError', 'Part', 'Function', 'ToolDef', 'FunctionCall',
-           'Called', 'Named', 'Message', 'ChatRequest', 'read_request', 'Job', 'Service', 'Bell', 'Outbox', 'Attempts',
-           'Guard', 'make_app', 'MemoryIn', 'LoginIn', 'parser', 'household_parser', 'household_main', 'main']
+           'Called', 'NamedFunction', 'Named', 'Message', 'ChatRequest', 'read_request', 'Job', 'Service', 'Bell',
+           'Outbox', 'Attempts', 'Guard', 'make_app', 'MemoryIn', 'LoginIn', 'parser', 'household_parser',
+           'household_main', 'main']
 
 # %% ../nbs/21_serve.ipynb #34fd3ed0
 import argparse
@@ -101,7 +102,7 @@ class Function(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     name: str = Field(pattern=NAME)
-    description: str = Field("", max_length=1024)
+    description: str = ""  # the model reads its first 200 characters (conversation.MAX_DESCRIPTION)
     parameters: dict = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
     @field_validator("parameters")
@@ -112,7 +113,7 @@ class Function(BaseModel):
             raise ValueError("must be a JSON Schema object: {'type': 'object', 'properties': {name: {...}}}")
         if not all(isinstance(s, dict) for s in props.values()):
             raise ValueError("each property must be a JSON Schema object, such as {'type': 'string'}")
-        if not isinstance(required, list) or not all(r in props for r in required):
+        if not isinstance(required, list) or not all(isinstance(r, str) and r in props for r in required):
             raise ValueError("'required' must list names of its properties")
         return p
 
@@ -142,12 +143,17 @@ class Called(BaseModel):
     function: FunctionCall
 
 
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+
+
 class Named(BaseModel):
     "`tool_choice` naming one tool: {'type': 'function', 'function': {'name': ...}}."
 
     model_config = ConfigDict(extra="ignore")
     type: Literal["function"]
-    function: dict[Literal["name"], str]
+    function: NamedFunction
 
 
 class Message(BaseModel):
@@ -195,7 +201,7 @@ class ChatRequest(BaseModel):
     def choice(self) -> str:
         "'auto', 'none', 'required' or the name of the tool that must be called."
         c = self.tool_choice
-        return c.function["name"] if isinstance(c, Named) else c or "auto"
+        return c.function.name if isinstance(c, Named) else c or "auto"
 
     def conversation(self) -> list[dict]:
         "The messages in ENLACE's shape: an assistant's n calls become n (call, result) pairs, arguments parsed."
@@ -213,7 +219,9 @@ class ChatRequest(BaseModel):
             if len(results) != len(m.tool_calls):
                 need = f"{len(m.tool_calls)} tool calls need {len(m.tool_calls)} tool messages right after it"
                 raise ServeError(400, f"{at}: {need}, got {len(results)}", "messages")
-            by_id = {r.tool_call_id: r for r in results if r.tool_call_id}
+            ids = {c.id for c in m.tool_calls if c.id}
+            by_id = {r.tool_call_id: r for r in results if r.tool_call_id in ids}
+            loose = [r for r in results if all(r is not v for v in by_id.values())]  # matched by no id, in order
             for k, c in enumerate(m.tool_calls):
                 try:
                     args = json.loads(c.function.arguments)
@@ -222,7 +230,7 @@ class ChatRequest(BaseModel):
                 if not isinstance(args, dict):
                     where = f"{at}.tool_calls[{k}].function.arguments"
                     raise ServeError(400, f"{where}: not a JSON object; send the arguments as JSON text", "messages")
-                result = by_id.get(c.id, results[k]) if c.id else results[k]
+                result = by_id[c.id] if c.id in by_id else loose.pop(0)
                 call = {"name": c.function.name, "arguments": args}
                 out.append({"role": "assistant", "content": m.text() if k == 0 else "", "tool_calls": [call]})
                 out.append({"role": "tool", "content": result.text()})
@@ -276,6 +284,13 @@ def read_request(body: bytes, max_tokens_cap: int = MAX_TOKENS) -> tuple[ChatReq
         have = ", ".join(names) or "none declared"
         raise ServeError(400, f"tool_choice: {choice!r} needs a tool of 'tools' to call ({have})", "tool_choice")
     conv = {"messages": req.conversation()}
+    for where, value in [("tools", req.declared()), ("messages", [m.get("tool_calls") for m in conv["messages"]])]:
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate ("\\ud800" in JSON) in a name, an enum, an argument
+            raise ServeError(
+                400, f"{where}: invalid Unicode at character {e.start} (a lone surrogate)", where
+            ) from None
     try:
         check_conversation(conv, where="messages", need_assistant=False)
     except ConversationError as e:

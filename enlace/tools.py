@@ -369,7 +369,7 @@ def run_call(
         return call, {"error": f"unknown tool {name!r}; tools: {', '.join(TOOLS)}"}
     if tainted and tool.writes and (own is None or not in_own_words(name, args, own, ctx.person)):
         # text from outside may be instructions in disguise: nothing changes on its word, only on the person's
-        why = "the conversation holds web search results (untrusted text)"
+        why = "the conversation holds text from outside (a web search, a program's tool)"
         return call, {"error": f"{name} refused: {why}; ask the person to say what to write in their own words"}
     if heard is not None and (guess := ungrounded(name, args, heard, ctx.person)):
         said = ", ".join(guess)

@@ -763,7 +763,7 @@ def test_a_turn_that_read_web_results_writes_nothing():
     hook, record = engine_tools(BTOK, ctx)
     assert say(hook, "web_search", query="alergias") == PAGE
     refused = say(hook, "memory_forget", query="nueces")
-    assert refused == {"error": "memory_forget refused: the conversation holds web search results (untrusted text); "
+    assert refused == {"error": "memory_forget refused: the conversation holds text from outside (a web search, a program's tool); "
                                 "ask the person to say what to write in their own words"}
     for name, args in [("memory_save", {"text": "x"}), ("list_add", {"list": "compra", "items": ["x"]}),
                        ("list_remove", {"list": "compra", "items": ["x"]}),
