@@ -144,6 +144,8 @@ class Called(BaseModel):
 
 
 class NamedFunction(BaseModel):
+    "The `function` of a `tool_choice` that names one tool."
+
     model_config = ConfigDict(extra="ignore")
     name: str
 

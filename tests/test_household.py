@@ -745,7 +745,7 @@ def test_web_text_still_in_the_context_blocks_writes_not_in_the_persons_own_word
     hook, _ = engine_tools(BTOK, ctx, untrusted=True, own="añade leche a la lista de la compra")
     assert say(hook, "list_add", list="compra", items=["leche"])["items"] == ["leche"]  # asked in their own words
     refused = say(hook, "list_add", list="compra", items=["lejía"])["error"]
-    assert refused.startswith("list_add refused: the conversation holds web search results"), refused
+    assert refused.startswith("list_add refused: the conversation holds text from outside"), refused
     assert say(hook, "memory_forget", query="todo")["error"].startswith("memory_forget refused: ")
     # strictly the person's words: no word that merely shares a root ('leche' / 'lechera'), no call of only stopwords
     assert say(hook, "list_add", list="compra", items=["lechera"])["error"].startswith("list_add refused: ")
