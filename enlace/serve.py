@@ -375,8 +375,15 @@ def _work(self: Service) -> None:
             continue
         self.busy, start = True, time.monotonic()
         try:
-            ask = Ask(job.messages, self.context(job.person), job.sampling, on_text=job.on_text, cancel=job.cancel)
-            ask.tools, ask.tool_choice = job.tools, job.tool_choice
+            ask = Ask(
+                job.messages,
+                self.context(job.person),
+                job.sampling,
+                on_text=job.on_text,
+                cancel=job.cancel,
+                tools=job.tools,
+                tool_choice=job.tool_choice,
+            )  # checked by Ask, like any other
             out = answer(self.engine, ask)
         except (ConversationError, HouseholdError) as e:  # the request's fault (too long; a member just removed)
             self.stats["refused"] += 1
