@@ -1,4 +1,4 @@
-"""The family-assistant conversation generator (enlace.tasks.assistant.data): templates and their held-out split,
+"""The family-assistant conversation generator (enlace.tasks.assistant.data, .phrases, .recall): templates and their held-out split,
 determinism, arguments copied verbatim from the requests, tool results from the real tools, sizes, shares, and the
 memory blocks of the system turn (memories to ignore, questions a memory answers) with the held-out sets untouched."""
 import json
@@ -10,6 +10,8 @@ from collections import Counter
 import pytest
 
 import enlace.tasks.assistant.data as ad
+import enlace.tasks.assistant.phrases as ph
+import enlace.tasks.assistant.recall as rc
 from enlace.config import load_config, load_layer
 from enlace.conversation import check_conversation, memory_block, render
 from enlace.tokenizer import Tokenizer
@@ -19,7 +21,7 @@ from enlace.tools import TOOLS, format_number, result_text, ungrounded
 from conftest import ROOT
 
 ROLES = {"user", "assistant", "tool"}
-BY_ID = {t.id: t for ts in [*ad.TEMPLATES.values(), ad.RECALL_TEMPLATES, *ad.GRAMMAR_TEMPLATES.values()] for t in ts}
+BY_ID = {t.id: t for ts in [*ph.TEMPLATES.values(), rc.RECALL_TEMPLATES, *ph.GRAMMAR_TEMPLATES.values()] for t in ts}
 MEMORY_KEYS = {"memories", "relevant"}
 NUMBER = re.compile(r"\d+(?:,\d+)?")
 
@@ -69,29 +71,29 @@ def calls(conv: dict):
 
 
 def test_intents():
-    assert len(ad.INTENTS) == 12
-    assert ad.INTENTS[-1] == "none"
-    assert set(ad.TEMPLATES) == set(ad.INTENTS)
+    assert len(ph.INTENTS) == 12
+    assert ph.INTENTS[-1] == "none"
+    assert set(ph.TEMPLATES) == set(ph.INTENTS)
 
 
 def test_template_counts_ids_and_splits():
-    ids = [t.id for ts in ad.TEMPLATES.values() for t in ts]
+    ids = [t.id for ts in ph.TEMPLATES.values() for t in ts]
     assert len(ids) == len(set(ids))
     assert len(ids) >= 300
-    for intent, ts in ad.TEMPLATES.items():
+    for intent, ts in ph.TEMPLATES.items():
         assert len(ts) >= 25, intent
         for k, t in enumerate(ts):
             assert t.id == f"{intent}/{k:02d}"
             assert t.intent == intent
-            assert ad.template_split(t.id) == ("heldout" if k % 5 == 4 else "train")
-        splits = Counter(ad.template_split(t.id) for t in ts)
+            assert ph.template_split(t.id) == ("heldout" if k % 5 == 4 else "train")
+        splits = Counter(ph.template_split(t.id) for t in ts)
         assert splits["train"] > 0 and splits["heldout"] > 0, intent
         assert any(not t.context for t in ts if t.split == "heldout"), intent
 
 
 def test_heldout_kinds_are_trained_twice():
     # a held-out template tests an unseen phrasing of something trained, not an operation never seen
-    for intent, ts in ad.TEMPLATES.items():
+    for intent, ts in ph.TEMPLATES.items():
         trained = Counter(t.kind for t in ts if t.split == "train")
         for t in ts:
             if t.split == "heldout":
@@ -99,18 +101,18 @@ def test_heldout_kinds_are_trained_twice():
 
 
 def test_quoted_template_counts_are_the_real_ones():
-    n = sum(len(ts) for ts in ad.TEMPLATES.values())
-    assert re.search(r"(\d+) phrasing templates", ad.__doc__).group(1) == str(n)
-    assert re.search(r"(\d+) recall templates", ad.__doc__).group(1) == str(len(ad.RECALL_TEMPLATES))
+    n = sum(len(ts) for ts in ph.TEMPLATES.values())
+    assert re.search(r"(\d+) phrasing templates", ph.__doc__).group(1) == str(n)
+    assert re.search(r"(\d+) recall templates", rc.__doc__).group(1) == str(len(rc.RECALL_TEMPLATES))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert re.search(r"generadas con (\d+) plantillas", readme).group(1) == str(n)
 
 
 def test_template_split_rule():
-    assert ad.template_split("list_add/04") == "heldout"
-    assert ad.template_split("list_add/09") == "heldout"
-    assert ad.template_split("list_add/07") == "train"
-    assert ad.template_split("none/00") == "train"
+    assert ph.template_split("list_add/04") == "heldout"
+    assert ph.template_split("list_add/09") == "heldout"
+    assert ph.template_split("list_add/07") == "train"
+    assert ph.template_split("none/00") == "train"
 
 
 def test_join_es_and_contraction():
@@ -119,7 +121,7 @@ def test_join_es_and_contraction():
     assert ad.join_es(["a", "b", "c"]) == "a, b y c"
     assert ad.join_es(["paracetamol", "ibuprofeno"]) == "paracetamol e ibuprofeno"
     rng = random.Random(0)
-    text, _ = ad.render(rng, "olvídate de {query}", {"query": "el médico de Pablo"}, noise_p=0.0)
+    text, _ = ph.render(rng, "olvídate de {query}", {"query": "el médico de Pablo"}, noise_p=0.0)
     assert text.lower() == "olvídate del médico de pablo"
     assert "el médico de Pablo" in text
 
@@ -129,7 +131,7 @@ def test_noise_touches_only_template_words():
     slots = {"items": "judías verdes y melocotones", "list_phrase": "la lista de la compra"}
     changed = 0
     for _ in range(300):
-        text, noisy = ad.render(rng, "¿puedes añadir {items} a {list_phrase}?", slots, noise_p=1.0)
+        text, noisy = ph.render(rng, "¿puedes añadir {items} a {list_phrase}?", slots, noise_p=1.0)
         assert slots["items"] in text and slots["list_phrase"] in text
         changed += noisy
     assert changed > 200
@@ -139,11 +141,11 @@ def test_each_noise_kind_happens_and_spares_the_slots():
     rng = random.Random(2)
     slots = {"items": "judías verdes", "list_phrase": "la lista de la compra"}
     pattern = "¿Podrías añadir {items} a {list_phrase}, por favor?"
-    clean = ad.render(random.Random(0), pattern, slots, noise_p=0.0)[0].casefold()
+    clean = ph.render(random.Random(0), pattern, slots, noise_p=0.0)[0].casefold()
     words = set(re.findall(r"\w+", clean)) | {"podrias"}  # the template's words, with or without its accent
     seen = Counter()
     for _ in range(400):
-        text, noisy = ad.render(rng, pattern, slots, noise_p=1.0)
+        text, noisy = ph.render(rng, pattern, slots, noise_p=1.0)
         assert "judías verdes" in text and "la lista de la compra" in text  # slots keep their accents
         seen["accents"] += "odrias" in text
         seen["marks"] += not text.startswith("¿")
@@ -153,7 +155,7 @@ def test_each_noise_kind_happens_and_spares_the_slots():
 
 def test_regional_variants_both_appear(train):
     texts = " ".join(t for c in train for t in user_texts(c))
-    pairs = [v for items in ad.LIST_ITEMS.values() for v in items if isinstance(v, tuple)]
+    pairs = [v for items in ph.LIST_ITEMS.values() for v in items if isinstance(v, tuple)]
     assert len(pairs) >= 5
     for pair in pairs:
         counts = [len(re.findall(rf"\b{re.escape(v)}\b", texts)) for v in pair]
@@ -168,22 +170,22 @@ def test_regional_variants_both_appear(train):
 def test_train_uses_train_templates_only(train):
     for conv in train:
         assert conv["meta"]["split"] == "train"
-        assert ad.template_split(conv["meta"]["template"]) == "train"
+        assert ph.template_split(conv["meta"]["template"]) == "train"
     rng = random.Random(5)
     for _ in range(500):
         _, used = ad.build(rng, "train")
-        assert all(ad.template_split(i) == "train" for i in used), used
+        assert all(ph.template_split(i) == "train" for i in used), used
 
 
 def test_heldout_uses_heldout_last_template(heldout):
     for conv in heldout:
         assert conv["meta"]["split"] == "heldout"
-        assert ad.template_split(conv["meta"]["template"]) == "heldout"
+        assert ph.template_split(conv["meta"]["template"]) == "heldout"
     rng = random.Random(6)
     for _ in range(300):
         _, used = ad.build(rng, "heldout")
-        assert ad.template_split(used[-1]) == "heldout"
-        assert all(ad.template_split(i) == "train" for i in used[:-1]), used
+        assert ph.template_split(used[-1]) == "heldout"
+        assert all(ph.template_split(i) == "train" for i in used[:-1]), used
 
 
 def test_deterministic_and_seeded():
@@ -226,20 +228,20 @@ def test_client_tools_in_training(train_all):
     for conv in client:
         check_conversation(conv)
         call = conv["messages"][-3]["tool_calls"][0]
-        assert ad.template_split(conv["meta"]["template"]) == "train" and call["name"] in conv["meta"]["declared"]
+        assert ph.template_split(conv["meta"]["template"]) == "train" and call["name"] in conv["meta"]["declared"]
         assert f"- {call['name']}(" in conv["messages"][0]["content"]
         assert conv["messages"][-2]["content"] == result_text(json.loads(conv["messages"][-2]["content"]))
-        assert ad.size(conv) <= ad.LONG_SIZE
+        assert ph.size(conv) <= ph.LONG_SIZE
 
 
 def test_intent_balance(train_all):
     train = train_all
     counts = Counter(conv["meta"]["intent"] for conv in train)
-    assert set(counts) == set(ad.INTENTS) | {"recall", "client"}
+    assert set(counts) == set(ph.INTENTS) | {"recall", "client"}
     assert 0.03 < counts["client"] / len(train) < 0.08  # a program's tools (client.CLIENT_P), instead of the others
     base = len(train) - counts["client"]
     assert 0.05 < counts["recall"] / base < 0.11
-    for intent in ad.TOOLS:
+    for intent in ph.TOOLS:
         assert 0.05 < counts[intent] / base < 0.11, (intent, counts[intent])
     assert 0.09 < counts["none"] / base < 0.16
 
@@ -265,7 +267,7 @@ def test_structure(train, heldout):
                 assert msgs[i]["role"] == "assistant" and msgs[i]["content"] == ""
                 assert len(msgs[i]["tool_calls"]) == 1
                 call = msgs[i]["tool_calls"][0]
-                assert set(call) == {"name", "arguments"} and call["name"] in (*ad.TOOLS, *declared)
+                assert set(call) == {"name", "arguments"} and call["name"] in (*ph.TOOLS, *declared)
                 tool = msgs[i + 1]
                 assert tool["role"] == "tool"
                 result = json.loads(tool["content"])
@@ -275,8 +277,8 @@ def test_structure(train, heldout):
             i += 1
         assert msgs[-1]["role"] == "assistant" and msgs[-1]["content"]
         check_conversation(conv)  # the chat format's own validation
-        limit = ad.MAX_SIZE if conv["meta"]["turns"] <= 3 else ad.LONG_SIZE
-        assert ad.size({"messages": msgs}) <= limit and ad.size(conv) <= ad.LONG_SIZE
+        limit = ph.MAX_SIZE if conv["meta"]["turns"] <= 3 else ph.LONG_SIZE
+        assert ph.size({"messages": msgs}) <= limit and ph.size(conv) <= ph.LONG_SIZE
 
 
 def test_last_call_matches_expected(train, heldout):
@@ -431,7 +433,7 @@ def test_size_function():
             {"role": "assistant", "content": "ñ"},
         ]
     }
-    assert ad.size(conv) == 4 + 0 + len('{"name":"x","arguments":{}}') + 2 + 2 + 4 * 8
+    assert ph.size(conv) == 4 + 0 + len('{"name":"x","arguments":{}}') + 2 + 2 + 4 * 8
 
 
 def test_no_missed_contractions(train, heldout):
@@ -442,7 +444,7 @@ def test_no_missed_contractions(train, heldout):
 
 
 def test_the_intents_are_the_registry_tools():
-    assert set(ad.TOOLS) == set(TOOLS)
+    assert set(ph.TOOLS) == set(TOOLS)
 
 
 # %% memory blocks (issue 15)
@@ -470,7 +472,7 @@ def test_a_share_of_train_carries_a_block(train):
     assert 0.2 < len(blocks) / len(train) < 0.35, len(blocks)
     ignored = [c for c in blocks if c["meta"]["intent"] != "recall"]
     assert 0.15 < len(ignored) / len(train) < 0.25, len(ignored)  # MEMORY_P of the rest, less what is too long
-    assert set(Counter(c["meta"]["intent"] for c in ignored)) == set(ad.INTENTS)  # every intent, not only a few
+    assert set(Counter(c["meta"]["intent"] for c in ignored)) == set(ph.INTENTS)  # every intent, not only a few
     assert Counter(len(c["meta"]["memories"]) for c in ignored).keys() == {1, 2, 3}
     for conv in blocks:
         memories = conv["meta"]["memories"]
@@ -479,7 +481,7 @@ def test_a_share_of_train_carries_a_block(train):
         assert 1 <= len(memories) <= 4 and len(set(memories)) == len(memories)
         assert set(conv["meta"]["relevant"]) <= set(memories)
         assert (len(conv["meta"]["relevant"]) == 1) == (conv["meta"]["intent"] == "recall")
-    near = [c for c in ignored if any(ad._words(m) & ad._words(first_request(c)) for m in c["meta"]["memories"])]
+    near = [c for c in ignored if any(rc._words(m) & rc._words(first_request(c)) for m in c["meta"]["memories"])]
     assert len(near) > 0.1 * len(ignored)  # retrieval goes by words: some memories share one with the request
 
 
@@ -488,7 +490,7 @@ def test_recall_turns_answer_from_the_block_without_a_tool(train, heldout_memori
         recall = [c for c in convs if c["meta"]["intent"] == "recall"]
         assert 0.05 < len(recall) / len(convs) < 0.12, (split, len(recall))
         kinds = Counter(BY_ID[c["meta"]["template"]].kind for c in recall)
-        assert set(kinds) == set(ad.RECALL_KINDS) or split == "heldout", kinds
+        assert set(kinds) == set(rc.RECALL_KINDS) or split == "heldout", kinds
         for conv in recall:
             msgs, meta = conv["messages"], conv["meta"]
             assert [m["role"] for m in msgs] == ["system", "user", "assistant"]
@@ -506,12 +508,12 @@ def test_recall_turns_answer_from_the_block_without_a_tool(train, heldout_memori
 
 
 def test_recall_templates_split_like_the_others():
-    for k, t in enumerate(ad.RECALL_TEMPLATES):
-        assert t.id == f"recall/{k:02d}" and t.intent == "recall" and t.kind in ad.RECALL_KINDS
-        assert t.split == ad.template_split(t.id)
-    for kind in ad.RECALL_KINDS:
-        assert {t.split for t in ad.RECALL_TEMPLATES if t.kind == kind} == {"train", "heldout"}, kind
-    assert {t.form for t in ad.RECALL_TEMPLATES} == {"t", "u", "v", "n"}
+    for k, t in enumerate(rc.RECALL_TEMPLATES):
+        assert t.id == f"recall/{k:02d}" and t.intent == "recall" and t.kind in rc.RECALL_KINDS
+        assert t.split == ph.template_split(t.id)
+    for kind in rc.RECALL_KINDS:
+        assert {t.split for t in rc.RECALL_TEMPLATES if t.kind == kind} == {"train", "heldout"}, kind
+    assert {t.form for t in rc.RECALL_TEMPLATES} == {"t", "u", "v", "n"}
 
 
 def test_irrelevant_blocks_keep_the_conversation(train_all, plain_train):
@@ -536,12 +538,12 @@ def test_irrelevant_blocks_keep_the_conversation(train_all, plain_train):
 
 
 def test_distractors_say_nothing_about_the_subject():
-    gato = ad.Fact("el gato se llama Luna", keys=("el gato",))
+    gato = rc.Fact("el gato se llama Luna", keys=("el gato",))
     ask = [{"role": "user", "content": "¿cómo se llama el gato?"}, {"role": "assistant", "content": "Luna."}]
-    drawn = [f.text for s in range(200) for f in ad.distractors(random.Random(s), 2, ask, (gato,))]
+    drawn = [f.text for s in range(200) for f in rc.distractors(random.Random(s), 2, ask, (gato,))]
     assert len(drawn) == 400
     assert not any("el gato" in t for t in drawn)  # FACTS has "el gato se llama Michi": it would contradict
-    assert any("Michi" in f for f, _ in ad.FACTS)
+    assert any("Michi" in f for f, _ in ph.FACTS)
 
 
 def test_heldout_draws_unchanged():
@@ -574,7 +576,7 @@ def test_every_conversation_is_valid_and_fits(train_all, heldout_memories):
     for conv in train_all + heldout_memories:
         check_conversation(conv)
         short = conv["meta"]["turns"] <= 3 and "declared" not in conv["meta"]  # a tools' block adds its lines
-        assert ad.size(conv) <= (ad.MAX_SIZE if short else ad.LONG_SIZE)
+        assert ph.size(conv) <= (ph.MAX_SIZE if short else ph.LONG_SIZE)
         longest = max(longest, len(render(conv, tok)[0]))
         for m in conv["messages"]:
             assert not re.search(r"\b(de|a) el\b", m["content"]), m["content"]
@@ -657,23 +659,23 @@ def test_no_request_written_apart_is_in_the_training_data():
 def test_the_grammar_writes_ten_thousand_surfaces_per_intent_and_holds_out_whole_frames():
     from enlace.tasks.assistant import grammar
 
-    assert set(grammar.intents()) == set(ad.INTENTS)
+    assert set(grammar.intents()) == set(ph.INTENTS)
     for intent in grammar.intents():
         train, held = grammar.frames(intent, "train"), grammar.frames(intent, "heldout")
         assert grammar.surfaces(intent) >= 10_000, intent
         assert not {f.pattern for f in train} & {f.pattern for f in held}, intent
         assert 0.1 < len(held) / (len(train) + len(held)) < 0.3, (intent, len(held))
     # the frame's id names its split: a held-out frame is held out by id alone, wherever it is drawn
-    for (intent, kind, split), ts in ad.GRAMMAR_TEMPLATES.items():
-        assert {ad.template_split(t.id) for t in ts} == {split}, (intent, kind)
-    assert len(BY_ID) == sum(len(ts) for ts in [*ad.TEMPLATES.values(), ad.RECALL_TEMPLATES, *ad.GRAMMAR_TEMPLATES.values()])
+    for (intent, kind, split), ts in ph.GRAMMAR_TEMPLATES.items():
+        assert {ph.template_split(t.id) for t in ts} == {split}, (intent, kind)
+    assert len(BY_ID) == sum(len(ts) for ts in [*ph.TEMPLATES.values(), rc.RECALL_TEMPLATES, *ph.GRAMMAR_TEMPLATES.values()])
 
 
 def test_grammar_frames_fill_only_the_slots_their_builder_fills():
     "A frame of kind K asks for the slots that the hand-written templates of kind K have: the builder fills those."
     slots = lambda pattern: {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
-    for (intent, kind, _), ts in ad.GRAMMAR_TEMPLATES.items():
-        hand = [t for t in ad.TEMPLATES[intent] if t.kind == kind]
+    for (intent, kind, _), ts in ph.GRAMMAR_TEMPLATES.items():
+        hand = [t for t in ph.TEMPLATES[intent] if t.kind == kind]
         assert hand, (intent, kind)
         allowed = set().union(*(slots(t.pattern) for t in hand))
         for t in ts:

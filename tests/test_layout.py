@@ -18,7 +18,7 @@ PIPELINE = ["config", "common", "backends", "model", "tokenizer", "corpus", "sha
             "chat", "serve", "export"]
 WING_NOTEBOOKS = ["tasks.conjugations.corpus", "tasks.conjugations.ngram", "tasks.conjugations.evaluate",
                   "tasks.assistant.data", "tasks.assistant.evaluate", "tasks.conjugations.pairs", "tasks.assistant.lexicon",
-                  "tasks.assistant.grammar", "tasks.assistant.client",
+                  "tasks.assistant.grammar", "tasks.assistant.client", "tasks.assistant.phrases", "tasks.assistant.recall",
                   "synth", "agent.tools.search"]
 
 

@@ -31,7 +31,8 @@ from enlace.conversation import (
 )
 from ...dataloader import Data, Figures
 from ...engine import Engine, Sampling
-from .data import TOOLS as INTENT_TOOLS, conversation, conversations
+from .data import conversation, conversations
+from .phrases import TOOLS as INTENT_TOOLS
 from .client import client_conversation, client_tools, declaration, declare
 from ...tokenizer import END, Tokenizer
 from ...household import Household, zone
