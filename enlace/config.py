@@ -184,6 +184,9 @@ class TrainConfig(Schema):
     keep_last: PositiveInt
     log_every: PositiveInt
     time_budget_s: PositiveFloat | None = None  # train for this many seconds; max_steps is then an upper bound
+    # a run by time never plans fewer steps (capped by max_steps): the steps its recipe needs to converge, measured.
+    # A slower machine goes over time_budget_s to reach them (said at the start); the report says whether it did
+    min_steps: PositiveInt | None = None
 
     @field_validator("betas")
     @classmethod

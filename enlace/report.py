@@ -15,14 +15,14 @@ from . import track
 from .bpb import score_file
 from .checkpoint import export_run, load_model
 from .common import atomic_write_json, in_time
-from .config import RunConfig
+from .config import RunConfig, TrainConfig
 from .dataloader import Figures, task_hook
 from .engine import Engine, complete
 from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'text_figures', 'finish_run']
+__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'text_figures', 'convergence', 'finish_run']
 
 # %% ../nbs/14_report.ipynb #2f66c7cf
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
@@ -80,6 +80,20 @@ def _last_eval(run_dir: Path) -> dict:
         )
     return last
 
+# %% ../nbs/14_report.ipynb #6f386512
+def convergence(run_dir: Path, t: TrainConfig) -> dict:
+    "Whether the run in `run_dir` took the `t.min_steps` its recipe needs to converge, read from its metrics.jsonl."
+    path, steps = run_dir / "metrics.jsonl", 0
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        steps = json.loads(line)["step"]
+    out = {"steps": steps, "min_steps": t.min_steps, "converged": steps >= t.min_steps}
+    if not out["converged"]:
+        out["note"] = (
+            f"not converged: {steps} steps of the {t.min_steps} its recipe needs (train.min_steps); "
+            "its figures are below what the recipe reaches (train.max_steps or a stopped run cut it short)"
+        )
+    return out
+
 # %% ../nbs/14_report.ipynb #153dbb73
 def finish_run(
     run_dir,
@@ -99,6 +113,10 @@ def finish_run(
     summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(run_dir)}
     if (run_dir / "data.json").is_file():  # what the data left out (conversations longer than the context)
         summary.update(json.loads((run_dir / "data.json").read_text()))
+    if cfg.train.min_steps:  # the recipe says how many steps it needs to converge: did this run take them?
+        summary["convergence"] = convergence(run_dir, cfg.train)
+        if not summary["convergence"]["converged"]:
+            log(f"report: {summary['convergence']['note']}")
     if not figures:
         return summary
     # --- held-out figures for the run's kind, measured on the file just written ---

@@ -66,10 +66,10 @@ from .tokenizer import Tokenizer
 
 # %% auto #0
 __all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'REPORT_SHARE', 'REPORT_MAX_S', 'COMPILE_MIN_S', 'decay_steps', 'lr_at', 'plan_steps',
-           'MuonAdamW', 'make_optimizer', 'set_lr', 'all_sum', 'batch_loss', 'accumulate', 'eval_loss', 'check_base',
-           'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree', 'Run', 'open_run', 'Diverged',
-           'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng', 'Trained', 'train',
-           'train_and_report', 'main']
+           'floor_steps', 'seconds_over', 'MuonAdamW', 'make_optimizer', 'set_lr', 'all_sum', 'batch_loss',
+           'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree',
+           'Run', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng',
+           'Trained', 'train', 'train_and_report', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -104,13 +104,27 @@ def plan_steps(
     budget: float | None = None,
 ) -> int:
     "Total steps that fit `budget` s (default `t.time_budget_s`) at the pace since `mark`; fixed once decay started."
+    # a run by time never plans fewer than the recipe's convergence floor (floor_steps)
     budget = t.time_budget_s if budget is None else budget
     if budget is None or step <= mark[0] or elapsed <= mark[1]:
-        return total
+        return max(total, floor_steps(t)) if budget is not None else total
     if step >= total - decay_steps(t, total):
         return total
     pace = (step - mark[0]) / (elapsed - mark[1])
-    return max(step + 1, min(t.max_steps, step + int((budget - elapsed) * pace)))
+    return max(step + 1, floor_steps(t), min(t.max_steps, step + int((budget - elapsed) * pace)))
+
+
+def floor_steps(t: TrainConfig) -> int:
+    "The fewest steps a run by time plans: `t.min_steps`, capped by `t.max_steps` (0 without a floor)."
+    return min(t.min_steps or 0, t.max_steps)
+
+
+def seconds_over(step: int, elapsed: float, t: TrainConfig, mark: tuple[int, float], budget: float) -> float:
+    "Seconds past `budget` that reaching `floor_steps` takes at the pace since `mark` (0 when it fits)."
+    if step <= mark[0] or elapsed <= mark[1]:
+        return 0.0
+    pace = (step - mark[0]) / (elapsed - mark[1])
+    return max(0.0, elapsed + (floor_steps(t) - step) / pace - budget)
 
 # %% ../nbs/11_trainer.ipynb #6d08024b
 class MuonAdamW(torch.optim.Optimizer):
@@ -456,9 +470,7 @@ class Diverged(RuntimeError):
 MAX_SKIPS = 20  # consecutive fp16 overflows the GradScaler may absorb (its scale halves each time: 2**-20)
 
 
-def check_finite(
-    skips: int, scaler, ckpt_dir: Path, step: int, loss: float, gnorm: float, lr: float
-) -> int:
+def check_finite(skips: int, scaler, ckpt_dir: Path, step: int, loss: float, gnorm: float, lr: float) -> int:
     "The count of consecutive non-finite steps after this one; Diverged (one line) past the GradScaler's own skips."
     if math.isfinite(loss) and math.isfinite(gnorm):
         return 0
@@ -625,7 +637,10 @@ def _train(
     emodel = cmodel if world == 1 else run.model  # evaluation needs no gradient hooks
     fpt, peak = flops_per_token(cfg.model, t.seq_len), backends.peak_flops(hw, run.dev)
     rec, mark = {}, None
-    out_of_time = lambda: budget is not None and run.elapsed >= budget
+    # the budget ends a run once it has the steps its recipe needs to converge (train.min_steps)
+    out_of_time = lambda: budget is not None and run.elapsed >= budget and run.step >= floor_steps(t)
+    # said once: a slower machine goes over the budget to reach train.min_steps
+    over_said = not (budget is not None and t.min_steps)
     # a fresh session always takes a step (its setup may eat the budget): only the sessions before count here
     stop = out_of_time()
     watch = PaceWatch(log)  # a busy machine makes a run by time silently worse: say it, once
@@ -658,6 +673,16 @@ def _train(
             # the pace is measured after this session's first step (compilation)
             mark = mark or (run.step, run.elapsed)
             new, stop = plan_steps(run.step, run.elapsed, t, run.total, mark, budget), out_of_time()
+            if (
+                not over_said
+                and run.step >= mark[0] + 20
+                and (over := seconds_over(run.step, run.elapsed, t, mark, budget))
+            ):
+                log(
+                    f"this machine fits fewer than train.min_steps={floor_steps(t)} steps (what the recipe needs to "
+                    f"converge) in the budget: the run takes ~{over:.0f} s more than train.time_budget_s"
+                )
+            over_said = over_said or run.step >= mark[0] + 20
             new, stop = from_rank0(new, stop)  # rank 0's clock decides: every rank stops at the same step
             if new != run.total:
                 run.total = bar.total = new
