@@ -1,4 +1,4 @@
-"""The phrasing of the family-assistant requests as data: 11 tools and plain replies, 436 phrasing templates written by hand, the fixed pools of slot values, the answers with a tool, the noise of a share of requests (missing accents and marks, typos, one template word dropped in training) and the rendering of a template with its slots; what the conversation builders (enlace.tasks.assistant.data) draw from.
+"""The phrasing of the family-assistant requests as data: 11 tools and plain replies, 448 phrasing templates written by hand, the fixed pools of slot values, the answers with a tool, the noise of a share of requests (missing accents and marks, typos, one template word dropped in training) and the rendering of a template with its slots; what the conversation builders (enlace.tasks.assistant.data) draw from.
 
 Docs: https://enlace-lm.github.io/enlace/assistant_phrases.html.md"""
 
@@ -231,6 +231,19 @@ _SPECS["list_show"] = [
     ("show", "v", "contame qué hay en {list_phrase}"),
     ("show", "n", "a ver, {list_phrase}"),
     ("show", "n", "¿qué hay apuntado en {list_phrase}?"),
+    # no list named: the everyday one, asked in the words that add to it ("hay que comprar {items}")
+    ("bare_show", "n", "¿qué hay que comprar?"),
+    ("bare_show", "t", "¿qué tengo que comprar?"),
+    ("bare_show", "n", "¿qué nos falta por comprar?"),
+    ("bare_show", "u", "¿me dice qué hay que comprar?"),
+    ("bare_show", "t", "dime qué falta por comprar"),
+    ("bare_show", "v", "decime qué hay que comprar"),
+    ("bare_show", "n", "¿qué hace falta comprar?"),
+    ("bare_show", "t", "¿qué compro hoy?"),
+    ("bare_show", "n", "¿qué teníamos apuntado para comprar?"),
+    ("bare_show", "t", "recuérdame qué hay que comprar"),
+    ("bare_show", "n", "¿qué me falta por comprar?"),
+    ("bare_show", "t", "léeme lo que hay que comprar"),
 ]
 _SPECS["list_remove"] = [
     ("remove", "t", "quita {items} de {list_phrase}"),
