@@ -22,7 +22,7 @@ from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'text_figures', 'convergence', 'finish_run']
+__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'CONVERGED_FALL', 'text_figures', 'convergence', 'finish_run']
 
 # %% ../nbs/14_report.ipynb #2f66c7cf
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
@@ -81,17 +81,38 @@ def _last_eval(run_dir: Path) -> dict:
     return last
 
 # %% ../nbs/14_report.ipynb #6f386512
-def convergence(run_dir: Path, t: TrainConfig) -> dict:
-    "Whether the run in `run_dir` took the `t.min_steps` its recipe needs to converge, read from its metrics.jsonl."
-    path, steps = run_dir / "metrics.jsonl", 0
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        steps = json.loads(line)["step"]
-    out = {"steps": steps, "min_steps": t.min_steps, "converged": steps >= t.min_steps}
-    if not out["converged"]:
-        out["note"] = (
-            f"not converged: {steps} steps of the {t.min_steps} its recipe needs (train.min_steps); "
-            "its figures are below what the recipe reaches (train.max_steps or a stopped run cut it short)"
-        )
+# a run whose validation loss still fell more than this over the constant-lr stretch before its decay (as long as the
+# decay) had not converged: more steps would have helped
+CONVERGED_FALL = 0.05
+
+
+def convergence(run_dir: Path, t: TrainConfig) -> dict | None:
+    "Whether the run in `run_dir` converged: its steps against `t.min_steps`, and its validation loss before the decay."
+    path = run_dir / "metrics.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    steps = recs[-1]["step"] if recs else 0
+    out, notes = {"steps": steps}, []
+    if t.min_steps:
+        out["min_steps"] = t.min_steps
+        if steps < t.min_steps:
+            notes.append(f"{steps} steps of the {t.min_steps} its recipe needs (train.min_steps)")
+    # the constant-lr stretch (WSD before its decay): its last evaluation against one a decay's length earlier
+    stable = [r for r in recs if r["step"] > t.warmup_steps and r["lr"] >= t.lr * (1 - 1e-6)]
+    evals = [(r["step"], r["val_loss"]) for r in stable if r.get("val_loss") is not None]
+    if len(evals) >= 2 and stable[-1]["step"] < steps:
+        last, window = evals[-1], steps - stable[-1]["step"]
+        first = next((e for e in reversed(evals[:-1]) if e[0] <= last[0] - window), evals[0])
+        out["val_fall"], out["val_fall_steps"] = (first[1] - last[1]) / first[1], [first[0], last[0]]
+        if out["val_fall"] > CONVERGED_FALL:
+            notes.append(
+                f"its validation loss still fell {out['val_fall']:.0%} from step {first[0]} to {last[0]}, before the "
+                f"decay (more than {CONVERGED_FALL:.0%}): more steps would help (train.min_steps, train.time_budget_s)"
+            )
+    if not t.min_steps and "val_fall" not in out:
+        return None  # nothing to judge by
+    out["converged"] = not notes
+    if notes:
+        out["note"] = "not converged: " + "; ".join(notes)
     return out
 
 # %% ../nbs/14_report.ipynb #153dbb73
@@ -113,10 +134,11 @@ def finish_run(
     summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(run_dir)}
     if (run_dir / "data.json").is_file():  # what the data left out (conversations longer than the context)
         summary.update(json.loads((run_dir / "data.json").read_text()))
-    if cfg.train.min_steps:  # the recipe says how many steps it needs to converge: did this run take them?
-        summary["convergence"] = convergence(run_dir, cfg.train)
-        if not summary["convergence"]["converged"]:
-            log(f"report: {summary['convergence']['note']}")
+    # did the run converge? (its recipe's train.min_steps, its validation loss before the decay)
+    if (conv := convergence(run_dir, cfg.train)) is not None:
+        summary["convergence"] = conv
+        if not conv["converged"]:
+            log(f"report: {conv['note']}")
     if not figures:
         return summary
     # --- held-out figures for the run's kind, measured on the file just written ---

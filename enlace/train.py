@@ -69,7 +69,7 @@ __all__ = ['FIXED_ON_RESUME', 'MAX_SKIPS', 'REPORT_SHARE', 'REPORT_MAX_S', 'COMP
            'floor_steps', 'seconds_over', 'MuonAdamW', 'make_optimizer', 'set_lr', 'all_sum', 'batch_loss',
            'accumulate', 'eval_loss', 'check_base', 'check_resume', 'from_rank0', 'check_world', 'check_ranks_agree',
            'Run', 'open_run', 'Diverged', 'check_finite', 'PaceWatch', 'optimizer_step', 'checkpoint_state', 'rank_rng',
-           'Trained', 'train', 'train_and_report', 'main']
+           'report_keep', 'Trained', 'train', 'train_and_report', 'main']
 
 # %% ../nbs/11_trainer.ipynb #a8de9505
 def decay_steps(t: TrainConfig, total: int) -> int:
@@ -559,8 +559,22 @@ def rank_rng(world: int) -> dict:
 
 # %% ../nbs/11_trainer.ipynb #7f983101
 # A run by time keeps this share of its budget for its report (the held-out evaluation shrinks to fit it), at most
-# REPORT_MAX_S: the full report of the assistant took 2-12 minutes on 2 CPU cores (docs/LOG.md)
+# REPORT_MAX_S: the full report of the assistant took 2-12 minutes on 2 CPU cores (docs/LOG.md); train.report_s sets
+# it for a run whose report needs less (the base of the main job: ~22 s of its 75)
 REPORT_SHARE, REPORT_MAX_S = 0.25, 600.0
+
+
+def report_keep(t: TrainConfig) -> float:
+    "Seconds of `t.time_budget_s` kept for the report: `t.report_s`, else REPORT_SHARE of it (at most REPORT_MAX_S)."
+    if not t.time_budget_s:
+        return 0.0
+    return (
+        min(t.report_s, t.time_budget_s)
+        if t.report_s is not None
+        else min(REPORT_SHARE * t.time_budget_s, REPORT_MAX_S)
+    )
+
+
 # torch.compile costs 20-150 s before step 1 on a CPU and pays back 1.4x the steps per second (docs/LOG.md): a run
 # whose budget is shorter than this trains eager
 COMPILE_MIN_S = 600.0
@@ -757,7 +771,7 @@ def train_and_report(
     rank, world, local = backends.distributed(cfg.hardware)  # (0, 1, 0) without torchrun
     budget = cfg.train.time_budget_s
     # the report's part of a run by time; --no-report only writes the model file, which needs no reserve
-    keep = min(REPORT_SHARE * budget, REPORT_MAX_S) if budget and figures else 0.0
+    keep = report_keep(cfg.train) if figures else 0.0
     # held from the first step to the report: nobody else writes here (under torchrun, rank 0 holds it)
     with own_folder(out_dir, "training") if rank == 0 else nullcontext():
         quiet = log if rank == 0 else lambda m: None
