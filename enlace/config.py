@@ -187,8 +187,8 @@ class TrainConfig(Schema):
     # a run by time never plans fewer steps (capped by max_steps): the steps its recipe needs to converge, measured.
     # A slower machine goes over time_budget_s to reach them (said at the start); the report says whether it did
     min_steps: PositiveInt | None = None
-    # seconds of time_budget_s kept for the report after training (default: a quarter, train.REPORT_SHARE): a report
-    # that needs less gives the rest to training
+    # seconds of time_budget_s kept for the report after training: a quarter (train.REPORT_SHARE), or less when set
+    # here (a report that needs less gives the rest to training)
     report_s: NonNegativeFloat | None = None
 
     @field_validator("betas")

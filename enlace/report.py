@@ -95,7 +95,8 @@ def convergence(run_dir: Path, t: TrainConfig) -> dict | None:
     if t.min_steps:
         out["min_steps"] = t.min_steps
         if steps < t.min_steps:
-            notes.append(f"{steps} steps of the {t.min_steps} its recipe needs (train.min_steps)")
+            capped = " (train.max_steps caps it)" if t.max_steps < t.min_steps else ""
+            notes.append(f"{steps} steps of the {t.min_steps} its recipe needs (train.min_steps){capped}")
     # the constant-lr stretch (WSD before its decay): its last evaluation against one a decay's length earlier
     stable = [r for r in recs if r["step"] > t.warmup_steps and r["lr"] >= t.lr * (1 - 1e-6)]
     evals = [(r["step"], r["val_loss"]) for r in stable if r.get("val_loss") is not None]

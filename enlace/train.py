@@ -106,10 +106,10 @@ def plan_steps(
     "Total steps that fit `budget` s (default `t.time_budget_s`) at the pace since `mark`; fixed once decay started."
     # a run by time never plans fewer than the recipe's convergence floor (floor_steps)
     budget = t.time_budget_s if budget is None else budget
-    if budget is None or step <= mark[0] or elapsed <= mark[1]:
-        return max(total, floor_steps(t)) if budget is not None else total
-    if step >= total - decay_steps(t, total):
+    if budget is None or step >= total - decay_steps(t, total):  # by steps, or the decay started: fixed
         return total
+    if step <= mark[0] or elapsed <= mark[1]:  # no pace measured yet
+        return max(total, floor_steps(t))
     pace = (step - mark[0]) / (elapsed - mark[1])
     return max(step + 1, floor_steps(t), min(t.max_steps, step + int((budget - elapsed) * pace)))
 
@@ -565,14 +565,11 @@ REPORT_SHARE, REPORT_MAX_S = 0.25, 600.0
 
 
 def report_keep(t: TrainConfig) -> float:
-    "Seconds of `t.time_budget_s` kept for the report: `t.report_s`, else REPORT_SHARE of it (at most REPORT_MAX_S)."
+    "Seconds of `t.time_budget_s` kept for the report: REPORT_SHARE of it (at most REPORT_MAX_S), or less: `t.report_s`."
     if not t.time_budget_s:
         return 0.0
-    return (
-        min(t.report_s, t.time_budget_s)
-        if t.report_s is not None
-        else min(REPORT_SHARE * t.time_budget_s, REPORT_MAX_S)
-    )
+    share = min(REPORT_SHARE * t.time_budget_s, REPORT_MAX_S)
+    return share if t.report_s is None else min(t.report_s, share)  # training always keeps most of the budget
 
 
 # torch.compile costs 20-150 s before step 1 on a CPU and pays back 1.4x the steps per second (docs/LOG.md): a run
@@ -653,7 +650,7 @@ def _train(
     rec, mark = {}, None
     # the budget ends a run once it has the steps its recipe needs to converge (train.min_steps)
     out_of_time = lambda: budget is not None and run.elapsed >= budget and run.step >= floor_steps(t)
-    # said once: a slower machine goes over the budget to reach train.min_steps
+    # said once, from the pace of this session's first 20 steps: a slower machine goes over the budget for min_steps
     over_said = not (budget is not None and t.min_steps)
     # a fresh session always takes a step (its setup may eat the budget): only the sessions before count here
     stop = out_of_time()
@@ -692,9 +689,12 @@ def _train(
                 and run.step >= mark[0] + 20
                 and (over := seconds_over(run.step, run.elapsed, t, mark, budget))
             ):
+                floor = f"train.min_steps={t.min_steps}"
+                if floor_steps(t) < t.min_steps:
+                    floor = f"train.max_steps={t.max_steps} (it caps train.min_steps={t.min_steps})"
                 log(
-                    f"this machine fits fewer than train.min_steps={floor_steps(t)} steps (what the recipe needs to "
-                    f"converge) in the budget: the run takes ~{over:.0f} s more than train.time_budget_s"
+                    f"this machine fits fewer than {floor} steps (what the recipe needs to converge) in the "
+                    f"budget: the run takes ~{over:.0f} s more than train.time_budget_s"
                 )
             over_said = over_said or run.step >= mark[0] + 20
             new, stop = from_rank0(new, stop)  # rank 0's clock decides: every rank stops at the same step
