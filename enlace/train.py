@@ -565,7 +565,7 @@ REPORT_SHARE, REPORT_MAX_S = 0.25, 600.0
 
 
 def report_keep(t: TrainConfig) -> float:
-    "Seconds of `t.time_budget_s` kept for the report: REPORT_SHARE of it (at most REPORT_MAX_S), or less: `t.report_s`."
+    "Seconds of the budget kept for the report: REPORT_SHARE of it (at most REPORT_MAX_S), or `t.report_s` if less."
     if not t.time_budget_s:
         return 0.0
     share = min(REPORT_SHARE * t.time_budget_s, REPORT_MAX_S)
