@@ -687,8 +687,8 @@ def test_parse_when(said, want):
 
 
 def test_parse_when_covers_the_assistant_data():
-    "Every fixed expression the assistant's training data says (nbs/33_assistant.ipynb WHEN_FIXED) is read."
-    cells = json.loads((ROOT / "nbs" / "33_assistant.ipynb").read_text(encoding="utf-8"))["cells"]
+    "Every fixed expression the assistant's training data says (nbs/39_assistant_phrases.ipynb WHEN_FIXED) is read."
+    cells = json.loads((ROOT / "nbs" / "39_assistant_phrases.ipynb").read_text(encoding="utf-8"))["cells"]
     text = "".join("".join(c["source"]) for c in cells)
     fixed = re.search(r"WHEN_FIXED = \((.*?)\n\)", text, re.S)
     said = re.findall(r'"([^"]+)"', fixed[1]) if fixed else []
