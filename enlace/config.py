@@ -184,8 +184,8 @@ class TrainConfig(Schema):
     keep_last: PositiveInt
     log_every: PositiveInt
     time_budget_s: PositiveFloat | None = None  # train for this many seconds; max_steps is then an upper bound
-    # a run by time never plans fewer steps (capped by max_steps): the steps its recipe needs to converge, measured.
-    # A slower machine goes over time_budget_s to reach them (said at the start); the report says whether it did
+    # a run by time never plans fewer steps (capped by max_steps): the steps its recipe takes on any machine. A slower
+    # machine goes over time_budget_s to take them (said at the start); the report says whether the run converged
     min_steps: PositiveInt | None = None
     # seconds of time_budget_s kept for the report after training: a quarter (train.REPORT_SHARE), or less when set
     # here (a report that needs less gives the rest to training)

@@ -22,7 +22,7 @@ from .eval import HELDOUT, card, card_metrics, data_path, pooled_bpb
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'CONVERGED_FALL', 'text_figures', 'convergence', 'finish_run']
+__all__ = ['PROMPTS', 'SHORT_CARD', 'FULL_CARD_S', 'CONVERGED_FALL', 'text_figures', 'read_metrics', 'convergence', 'finish_run']
 
 # %% ../nbs/14_report.ipynb #2f66c7cf
 PROMPTS = ("Era una noche de invierno y", "—¿Qué quiere usted? —preguntó", "La ciudad estaba", "Mi madre me dijo que")
@@ -63,12 +63,16 @@ def text_figures(
     return Figures(metrics, {"heldout": scores, "samples": samples, "card": figures}, shrunk=shrunk)
 
 # %% ../nbs/14_report.ipynb #0654b50a
-def _last_eval(run_dir: Path) -> dict:
-    "val_loss/val_bpb of the last evaluated step in metrics.jsonl, and the ranks of a run resumed with others."
-    last, ranks = {}, []
+def read_metrics(run_dir: Path) -> list[dict]:
+    "The records of the run's metrics.jsonl, one per step (none before the first step)."
     path = run_dir / "metrics.jsonl"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        rec = json.loads(line)
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _last_eval(recs: list[dict]) -> dict:
+    "val_loss/val_bpb of the last evaluated step, and the ranks of a run resumed with others."
+    last, ranks = {}, []
+    for rec in recs:
         if rec.get("val_loss") is not None:
             last = {"val_loss": rec["val_loss"], "val_bpb": rec.get("val_bpb"), "val_step": rec["step"]}
         if not ranks or ranks[-1] != rec.get("ranks", 1):
@@ -86,10 +90,8 @@ def _last_eval(run_dir: Path) -> dict:
 CONVERGED_FALL = 0.05
 
 
-def convergence(run_dir: Path, t: TrainConfig) -> dict | None:
-    "Whether the run in `run_dir` converged: its steps against `t.min_steps`, and its validation loss before the decay."
-    path = run_dir / "metrics.jsonl"
-    recs = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+def convergence(recs: list[dict], t: TrainConfig) -> dict | None:
+    "Whether a run converged, from its metrics records: steps against `t.min_steps`, validation loss before the decay."
     steps = recs[-1]["step"] if recs else 0
     out, notes = {"steps": steps}, []
     if t.min_steps:
@@ -132,11 +134,12 @@ def finish_run(
     run_dir, start = Path(run_dir), time.perf_counter()
     # --- the model file: the latest checkpoint, with the tokenizer the trainer used ---
     path = export_run(run_dir, cfg, tokenizer, {"init_from": cfg.init_from} if cfg.init_from else None)
-    summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(run_dir)}
+    recs = read_metrics(run_dir)
+    summary = {"run": cfg.name, "data": cfg.data.source, "model_file": str(path), **_last_eval(recs)}
     if (run_dir / "data.json").is_file():  # what the data left out (conversations longer than the context)
         summary.update(json.loads((run_dir / "data.json").read_text()))
     # did the run converge? (its recipe's train.min_steps, its validation loss before the decay)
-    if (conv := convergence(run_dir, cfg.train)) is not None:
+    if (conv := convergence(recs, cfg.train)) is not None:
         summary["convergence"] = conv
         if not conv["converged"]:
             log(f"report: {conv['note']}")

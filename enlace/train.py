@@ -108,10 +108,16 @@ def plan_steps(
     budget = t.time_budget_s if budget is None else budget
     if budget is None or step >= total - decay_steps(t, total):  # by steps, or the decay started: fixed
         return total
-    if step <= mark[0] or elapsed <= mark[1]:  # no pace measured yet
+    if (pace := _pace(step, elapsed, mark)) is None:
         return max(total, floor_steps(t))
-    pace = (step - mark[0]) / (elapsed - mark[1])
     return max(step + 1, floor_steps(t), min(t.max_steps, step + int((budget - elapsed) * pace)))
+
+
+def _pace(step: int, elapsed: float, mark: tuple[int, float]) -> float | None:
+    "Steps per second since `mark` (step, elapsed); None before any was measured."
+    if step <= mark[0] or elapsed <= mark[1]:
+        return None
+    return (step - mark[0]) / (elapsed - mark[1])
 
 
 def floor_steps(t: TrainConfig) -> int:
@@ -121,9 +127,8 @@ def floor_steps(t: TrainConfig) -> int:
 
 def seconds_over(step: int, elapsed: float, t: TrainConfig, mark: tuple[int, float], budget: float) -> float:
     "Seconds past `budget` that reaching `floor_steps` takes at the pace since `mark` (0 when it fits)."
-    if step <= mark[0] or elapsed <= mark[1]:
+    if (pace := _pace(step, elapsed, mark)) is None:
         return 0.0
-    pace = (step - mark[0]) / (elapsed - mark[1])
     return max(0.0, elapsed + (floor_steps(t) - step) / pace - budget)
 
 # %% ../nbs/11_trainer.ipynb #6d08024b
@@ -650,8 +655,6 @@ def _train(
     rec, mark = {}, None
     # the budget ends a run once it has the steps its recipe needs to converge (train.min_steps)
     out_of_time = lambda: budget is not None and run.elapsed >= budget and run.step >= floor_steps(t)
-    # said once, from the pace of this session's first 20 steps: a slower machine goes over the budget for min_steps
-    over_said = not (budget is not None and t.min_steps)
     # a fresh session always takes a step (its setup may eat the budget): only the sessions before count here
     stop = out_of_time()
     watch = PaceWatch(log)  # a busy machine makes a run by time silently worse: say it, once
@@ -684,9 +687,11 @@ def _train(
             # the pace is measured after this session's first step (compilation)
             mark = mark or (run.step, run.elapsed)
             new, stop = plan_steps(run.step, run.elapsed, t, run.total, mark, budget), out_of_time()
+            # said once, from the pace of this session's first 20 steps: a slower machine goes over the budget for them
             if (
-                not over_said
-                and run.step >= mark[0] + 20
+                t.min_steps
+                and budget is not None
+                and run.step == mark[0] + 20
                 and (over := seconds_over(run.step, run.elapsed, t, mark, budget))
             ):
                 floor = f"train.min_steps={t.min_steps}"
@@ -696,7 +701,6 @@ def _train(
                     f"this machine fits fewer than {floor} steps (what the recipe needs to converge) in the "
                     f"budget: the run takes ~{over:.0f} s more than train.time_budget_s"
                 )
-            over_said = over_said or run.step >= mark[0] + 20
             new, stop = from_rank0(new, stop)  # rank 0's clock decides: every rank stops at the same step
             if new != run.total:
                 run.total = bar.total = new
